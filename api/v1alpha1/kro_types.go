@@ -1,0 +1,130 @@
+package v1alpha1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// KroSpec is what a tenant asks for: one kro version on their ControlPlane.
+type KroSpec struct {
+	// Version is the kro version to install. It must be one of the versions the
+	// platform offers in its ProviderConfig (spec.versions[].version).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z0-9][A-Za-z0-9._+-]*$')",message="version must start with a letter or digit and contain only letters, digits, '.', '_', '+' and '-'"
+	Version string `json:"version"`
+}
+
+// ManagedResource is an object the provider manages for a Kro, with its own readiness.
+type ManagedResource struct {
+	// Cluster says where the object lives: platform or controlplane.
+	// +required
+	// +kubebuilder:validation:Enum=platform;controlplane
+	Cluster string `json:"cluster"`
+	// APIVersion of the object.
+	// +required
+	// +kubebuilder:validation:MaxLength=128
+	APIVersion string `json:"apiVersion"`
+	// Kind of the object.
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	Kind string `json:"kind"`
+	// Namespace of the object.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace,omitempty"`
+	// Name of the object.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// Ready mirrors the object's own Ready condition: True, False or Unknown.
+	// +optional
+	// +kubebuilder:validation:Enum=True;False;Unknown
+	Ready metav1.ConditionStatus `json:"ready,omitempty"`
+	// Message is the object's own Ready message, shortened.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Message string `json:"message,omitempty"`
+}
+
+// ResourceGraphDefinitionSummary tells tenants how the RGDs on their ControlPlane are doing.
+type ResourceGraphDefinitionSummary struct {
+	// Total is the number of ResourceGraphDefinitions on the ControlPlane.
+	Total int32 `json:"total"`
+	// Ready is the number of those whose Ready condition is True.
+	Ready int32 `json:"ready"`
+	// NotReady lists RGDs that are not Ready, at most 10, sorted by name.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=10
+	NotReady []ResourceGraphDefinitionState `json:"notReady,omitempty"`
+}
+
+// ResourceGraphDefinitionState is one RGD that is not Ready, and why.
+type ResourceGraphDefinitionState struct {
+	// Name of the ResourceGraphDefinition (cluster-scoped).
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// Reason from the RGD's Ready condition.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	Reason string `json:"reason,omitempty"`
+	// Message from the RGD's Ready condition, shortened.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Message string `json:"message,omitempty"`
+}
+
+// KroStatus is what the provider observed for a Kro.
+type KroStatus struct {
+	CommonStatus `json:",inline"`
+
+	// ChartVersion is the chart version the requested version resolved to.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	ChartVersion string `json:"chartVersion,omitempty"`
+
+	// ManagedResources lists what the provider created for this Kro and how each is doing.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	ManagedResources []ManagedResource `json:"managedResources,omitempty"`
+
+	// ResourceGraphDefinitions summarises the RGDs on the ControlPlane.
+	// +optional
+	ResourceGraphDefinitions *ResourceGraphDefinitionSummary `json:"resourceGraphDefinitions,omitempty"`
+}
+
+// Kro asks for kro to be installed on the ControlPlane of the same name and namespace.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Namespaced,path=kros,singular=kro
+// +kubebuilder:metadata:labels="openmcp.cloud/cluster=onboarding"
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.spec.version`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="RGDs",type=integer,JSONPath=`.status.resourceGraphDefinitions.total`
+// +kubebuilder:printcolumn:name="RGDs Ready",type=integer,JSONPath=`.status.resourceGraphDefinitions.ready`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Kro struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec KroSpec `json:"spec"`
+	// +optional
+	Status KroStatus `json:"status,omitempty"`
+}
+
+// KroList is a list of Kro objects.
+//
+// +kubebuilder:object:root=true
+type KroList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Kro `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Kro{}, &KroList{})
+}

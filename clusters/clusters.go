@@ -1,0 +1,39 @@
+// Package clusters knows the kinds of cluster the provider works with and how each is
+// reached: the onboarding cluster (Kro objects), the platform cluster (ProviderConfig,
+// Flux, tenant namespaces) and the tenants' ControlPlanes.
+package clusters
+
+import (
+	"fmt"
+	"os"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// The kinds of cluster, as named by the openmcp.cloud/cluster label on CRDs.
+const (
+	Onboarding = "onboarding"
+	Platform   = "platform"
+)
+
+// RESTConfig loads a kubeconfig file. An empty path means the ambient configuration:
+// $KUBECONFIG, ~/.kube/config, or the in-cluster service account.
+func RESTConfig(kind, path string) (*rest.Config, error) {
+	if path == "" {
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("no kubeconfig given for the %s cluster and none found in $KUBECONFIG, ~/.kube/config or the pod: %w", kind, err)
+		}
+		return cfg, nil
+	}
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("reading the %s cluster's kubeconfig: %w", kind, err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, fmt.Errorf("loading the %s cluster's kubeconfig %s: %w", kind, path, err)
+	}
+	return cfg, nil
+}

@@ -1,0 +1,55 @@
+// Command service-provider-kro is the OpenControlPlane service provider for kro.
+//
+//	service-provider-kro init   installs or upgrades the CRDs on the onboarding and platform cluster
+//	service-provider-kro run    runs the controllers
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `usage: service-provider-kro <command> [flags]
+
+commands:
+  init   install or upgrade the provider's CRDs on the onboarding and the platform cluster
+  run    run the provider
+
+Run "service-provider-kro <command> -h" for the flags of a command.
+`
+
+func main() {
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	if err := dispatch(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "error:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return errors.New("no command given")
+	}
+	switch args[0] {
+	case "init":
+		return runInit(ctx, args[1:], stdout, stderr)
+	case "run":
+		return runManager(ctx, args[1:], stderr)
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("unknown command %q", args[0])
+	}
+}

@@ -1,0 +1,60 @@
+package testenv
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+)
+
+// Versions of the upstream projects whose CRDs (and, for the e2e, binaries) the tests use.
+// The Flux controllers are the newest releases that build from the module proxy and serve
+// the API versions of the Flux API modules in go.mod.
+const (
+	SourceControllerModule = "github.com/fluxcd/source-controller@v1.9.4"
+	HelmControllerModule   = "github.com/fluxcd/helm-controller@v1.6.4"
+	KroModule              = "github.com/kubernetes-sigs/kro@v0.9.4"
+)
+
+// ModuleDir downloads a module (module@version) into the module cache, if it is not there
+// yet, and returns its folder.
+func ModuleDir(ctx context.Context, moduleAtVersion string) (string, error) {
+	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", moduleAtVersion)
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("go mod download %s: %w", moduleAtVersion, err)
+	}
+	var info struct{ Dir, Error string }
+	if err := json.Unmarshal(out, &info); err != nil {
+		return "", fmt.Errorf("go mod download %s: %w", moduleAtVersion, err)
+	}
+	if info.Error != "" || info.Dir == "" {
+		return "", fmt.Errorf("go mod download %s: %s", moduleAtVersion, info.Error)
+	}
+	return info.Dir, nil
+}
+
+// FluxCRDDirs returns the folders of the OCIRepository/HelmRepository... and HelmRelease
+// CRDs, taken from the Flux controllers' module zips.
+func FluxCRDDirs(ctx context.Context) ([]string, error) {
+	var dirs []string
+	for _, m := range []string{SourceControllerModule, HelmControllerModule} {
+		dir, err := ModuleDir(ctx, m)
+		if err != nil {
+			return nil, err
+		}
+		dirs = append(dirs, filepath.Join(dir, "config", "crd", "bases"))
+	}
+	return dirs, nil
+}
+
+// KroCRDDir returns the folder of kro's CRDs (ResourceGraphDefinition, GraphRevision),
+// taken from the chart in the kro module zip.
+func KroCRDDir(ctx context.Context) (string, error) {
+	dir, err := ModuleDir(ctx, KroModule)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "helm", "crds"), nil
+}
