@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -36,4 +37,17 @@ func RESTConfig(kind, path string) (*rest.Config, error) {
 		return nil, fmt.Errorf("loading the %s cluster's kubeconfig %s: %w", kind, path, err)
 	}
 	return cfg, nil
+}
+
+// Ping asks the API server for its version, to fail early and clearly when it cannot be
+// reached or does not accept the credentials.
+func Ping(cfg *rest.Config) error {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("connecting to %s: %w", cfg.Host, err)
+	}
+	if _, err := dc.ServerVersion(); err != nil {
+		return fmt.Errorf("connecting to %s: %w", cfg.Host, err)
+	}
+	return nil
 }

@@ -124,7 +124,3 @@ type KroList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []Kro `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&Kro{}, &KroList{})
-}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -49,9 +50,15 @@ func installFor(ctx context.Context, kind, kubeconfig string, stdout io.Writer) 
 	if err != nil {
 		return err
 	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 30 * time.Second // a black-holed address must not hang init
+	}
+	if err := clusters.Ping(cfg); err != nil {
+		return err
+	}
 	c, err := client.New(cfg, client.Options{Scheme: clusters.Scheme})
 	if err != nil {
-		return fmt.Errorf("connecting: %w", err)
+		return fmt.Errorf("connecting to %s: %w", cfg.Host, err)
 	}
 	crds, err := crd.ForCluster(kind)
 	if err != nil {

@@ -3,12 +3,15 @@ package testenv
 import (
 	"context"
 	"fmt"
-	"github.com/openmcp-project/service-provider-kro/clusters"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"os"
 	"path/filepath"
 	"sync"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	"github.com/openmcp-project/service-provider-kro/clusters"
+
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -86,6 +89,9 @@ func startCluster(assets string, o ClusterOptions) (*Cluster, error) {
 	if c.Kubeconfig, err = user.KubeConfig(); err != nil {
 		_ = env.Stop()
 		return nil, err
+	}
+	if v, err := discovery.NewDiscoveryClientForConfigOrDie(cfg).ServerVersion(); err == nil {
+		fmt.Fprintf(os.Stderr, "testenv: cluster %s: kube-apiserver %s at %s\n", o.Name, v.GitVersion, cfg.Host)
 	}
 	return c, nil
 }

@@ -196,11 +196,11 @@ func EnvtestAssets(ctx context.Context, log io.Writer) (string, error) {
 		return dir, nil
 	}
 	if os.Getenv("TESTENV_NO_DOWNLOAD") == "" {
-		if d, err := setupEnvtest(ctx, root); err == nil {
+		d, err := setupEnvtest(ctx, root)
+		if err == nil {
 			return d, nil
-		} else {
-			fmt.Fprintf(log, "testenv: setup-envtest could not provide binaries (%v); building them from Go modules\n", firstLine(err.Error()))
 		}
+		fmt.Fprintf(log, "testenv: setup-envtest could not provide binaries (%v); building them from Go modules\n", firstLine(err.Error()))
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
