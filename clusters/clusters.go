@@ -4,6 +4,7 @@
 package clusters
 
 import (
+	"context"
 	"fmt"
 	"os"
 
@@ -42,11 +43,16 @@ func RESTConfig(kind, path string) (*rest.Config, error) {
 // Ping asks the API server for its version, to fail early and clearly when it cannot be
 // reached or does not accept the credentials.
 func Ping(cfg *rest.Config) error {
+	return PingContext(context.Background(), cfg)
+}
+
+// PingContext is Ping bounded by ctx.
+func PingContext(ctx context.Context, cfg *rest.Config) error {
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("connecting to %s: %w", cfg.Host, err)
 	}
-	if _, err := dc.ServerVersion(); err != nil {
+	if err := dc.RESTClient().Get().AbsPath("/version").Do(ctx).Error(); err != nil {
 		return fmt.Errorf("connecting to %s: %w", cfg.Host, err)
 	}
 	return nil

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 	"sync"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -28,7 +30,8 @@ type Cluster struct {
 	// Kubeconfig is a self-contained kubeconfig (CA and credentials inline) for Config.
 	Kubeconfig []byte
 
-	env *envtest.Environment
+	env     *envtest.Environment
+	certDir string
 }
 
 // ClusterOptions configures one cluster.
@@ -65,7 +68,14 @@ func StartClusters(ctx context.Context, opts ...ClusterOptions) ([]*Cluster, err
 }
 
 func startCluster(assets string, o ClusterOptions) (*Cluster, error) {
+	// A cert folder of our own survives an API server restart, so that kubeconfigs
+	// handed out before stay valid (see StopAPIServer).
+	certDir, err := os.MkdirTemp("", "testenv-"+o.Name+"-")
+	if err != nil {
+		return nil, err
+	}
 	env := &envtest.Environment{
+		ControlPlane:          envtest.ControlPlane{APIServer: &envtest.APIServer{CertDir: certDir}},
 		BinaryAssetsDirectory: assets,
 		CRDDirectoryPaths:     o.CRDDirs,
 		CRDs:                  o.CRDs,
@@ -76,7 +86,7 @@ func startCluster(assets string, o ClusterOptions) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{Name: o.Name, Config: cfg, env: env}
+	c := &Cluster{Name: o.Name, Config: cfg, env: env, certDir: certDir}
 	if c.Client, err = client.New(cfg, client.Options{Scheme: clusters.Scheme}); err != nil {
 		_ = env.Stop()
 		return nil, err
@@ -101,7 +111,29 @@ func (c *Cluster) Stop() error {
 	if c == nil || c.env == nil {
 		return nil
 	}
-	return c.env.Stop()
+	err := c.env.Stop()
+	_ = os.RemoveAll(c.certDir)
+	return err
+}
+
+// StopAPIServer stops only the API server, as if the cluster became unreachable; etcd
+// keeps the data. StartAPIServer brings it back on the same address with the same
+// certificates.
+// The API server is asked to stop and killed after two seconds: with watches open it can
+// take far longer to drain, and a ControlPlane that vanishes is what tests want anyway.
+func (c *Cluster) StopAPIServer() error {
+	s := c.env.ControlPlane.APIServer
+	s.StopTimeout = 2 * time.Second
+	if err := s.Stop(); err != nil && !strings.Contains(err.Error(), "timeout waiting for process") {
+		return err
+	}
+	return nil
+}
+
+// StartAPIServer restarts an API server stopped with StopAPIServer and waits until it
+// answers.
+func (c *Cluster) StartAPIServer() error {
+	return c.env.ControlPlane.APIServer.Start()
 }
 
 // WriteKubeconfig writes the cluster's kubeconfig into dir and returns its path.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
 // Versions of the upstream projects whose CRDs (and, for the e2e, binaries) the tests use.
@@ -57,4 +59,11 @@ func KroCRDDir(ctx context.Context) (string, error) {
 		return "", err
 	}
 	return filepath.Join(dir, "helm", "crds"), nil
+}
+
+// InstallCRDDir installs the CRDs in dir on a running cluster and waits until they are
+// served.
+func InstallCRDDir(_ context.Context, c *Cluster, dir string) error {
+	_, err := envtest.InstallCRDs(c.Config, envtest.CRDInstallOptions{Paths: []string{dir}, ErrorIfPathMissing: true})
+	return err
 }
