@@ -4,6 +4,7 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	krov1alpha1 "github.com/kubernetes-sigs/kro/api/v1alpha1"
+	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -23,4 +24,5 @@ func init() {
 	utilruntime.Must(sourcev1.AddToScheme(Scheme))
 	utilruntime.Must(helmv2.AddToScheme(Scheme))
 	utilruntime.Must(krov1alpha1.AddToScheme(Scheme))
+	utilruntime.Must(clustersv1alpha1.AddToScheme(Scheme))
 }

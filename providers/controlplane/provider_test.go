@@ -13,6 +13,7 @@ import (
 
 	krov1alpha1 "github.com/kubernetes-sigs/kro/api/v1alpha1"
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -227,6 +228,7 @@ func TestEngagementAndWatches(t *testing.T) {
 			HaveField("Phase", controlplane.Unreachable),
 			HaveField("Message", ContainSubstring("connection refused")),
 		))
+		g.Expect(phaseMetric(g, "Unreachable")).To(BeNumerically(">=", 1))
 		// cp-a keeps reacting while cp-b is down.
 		before := seen.count(keyA)
 		g.Expect(cpA.Client.Create(ctx, ownSecret("during-outage", true))).To(Succeed())
@@ -235,6 +237,7 @@ func TestEngagementAndWatches(t *testing.T) {
 
 		g.Expect(cpB.StartAPIServer()).To(Succeed())
 		eventually(g, func() controlplane.Phase { return provider.State(nameB).Phase }).WithTimeout(30 * time.Second).Should(Equal(controlplane.Engaged))
+		g.Expect(phaseMetric(g, "Engaged")).To(BeNumerically(">=", 2))
 	})
 }
 
@@ -303,6 +306,22 @@ func TestBadAndUnreachableKubeconfigs(t *testing.T) {
 	provider.Remove(name)
 	g.Expect(provider.State(name).Phase).To(Equal(controlplane.Absent))
 	g.Expect(provider.Names()).NotTo(ContainElement(name))
+}
+
+// phaseMetric reads service_provider_kro_controlplanes{phase} from the provider's collector.
+func phaseMetric(g Gomega, phase string) float64 {
+	reg := prometheus.NewRegistry()
+	g.Expect(reg.Register(provider.Collector())).To(Succeed())
+	families, err := reg.Gather()
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			if f.GetName() == "service_provider_kro_controlplanes" && m.GetLabel()[0].GetValue() == phase {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return -1
 }
 
 // runningInformers counts the informers running in this process, from a goroutine dump.
