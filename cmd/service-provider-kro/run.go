@@ -14,12 +14,14 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/openmcp-project/service-provider-kro/clusters"
+	"github.com/openmcp-project/service-provider-kro/controllers"
 )
 
 type runOptions struct {
 	onboardingKubeconfig string
 	platformKubeconfig   string
 	providerName         string
+	podNamespace         string
 	metricsAddr          string
 	probeAddr            string
 	leaderElect          bool
@@ -31,6 +33,7 @@ func (o *runOptions) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.onboardingKubeconfig, "onboarding-kubeconfig", "", "kubeconfig of the onboarding cluster, where Kro objects live (default: the ambient kubeconfig)")
 	fs.StringVar(&o.platformKubeconfig, "platform-kubeconfig", "", "kubeconfig of the platform cluster, where the ProviderConfig, Flux and the tenant namespaces live (default: the ambient kubeconfig)")
 	fs.StringVar(&o.providerName, "provider-name", "kro", "name of this provider; its ProviderConfig carries the same name")
+	fs.StringVar(&o.podNamespace, "pod-namespace", os.Getenv("POD_NAMESPACE"), "the provider's namespace on the platform cluster, which holds the source pull secrets (default: $POD_NAMESPACE)")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the metrics endpoint; 0 disables it")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of the health and readiness endpoints")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader on the platform cluster so that only one replica reconciles")
@@ -58,6 +61,9 @@ func runManager(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if o.podNamespace == "" {
+		return fmt.Errorf("the provider's namespace on the platform cluster is unknown: set --pod-namespace or $POD_NAMESPACE")
+	}
 	if o.leaderElect && o.leaderElectionNS == "" {
 		return fmt.Errorf("--leader-elect needs --leader-election-namespace or $POD_NAMESPACE")
 	}
@@ -75,6 +81,9 @@ func runManager(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
+	if err := controllers.Setup(ctx, mgr, platform, controllers.Options{ProviderName: o.providerName, PodNamespace: o.podNamespace}); err != nil {
+		return err
+	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
 	}
@@ -86,5 +95,5 @@ func runManager(ctx context.Context, args []string, stderr io.Writer) error {
 }
 
 func logStart(log logr.Logger, o runOptions) {
-	log.Info("starting service-provider-kro", "provider", o.providerName, "leaderElection", o.leaderElect)
+	log.Info("starting service-provider-kro", "provider", o.providerName, "podNamespace", o.podNamespace, "leaderElection", o.leaderElect)
 }

@@ -1,0 +1,153 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	krov1alpha1 "github.com/kubernetes-sigs/kro/api/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/clusters"
+)
+
+// reconcileDelete removes kro from the ControlPlane and everything the provider created,
+// in order: wait until no ResourceGraphDefinitions are left, delete the HelmRelease and
+// wait until Flux has uninstalled kro, delete the OCIRepository and every secret copy,
+// then drop the finalizer. It never needs the version to be on offer.
+func (r *KroReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
+	s.obs.deleting = true
+	if !controllerutil.ContainsFinalizer(s.kro, Finalizer) {
+		s.finalized = true
+		return ctrl.Result{}, nil
+	}
+	hr := &helmv2.HelmRelease{}
+	hrKey := client.ObjectKey{Namespace: s.tenantNamespace, Name: fluxObjectName(r.ProviderName)}
+	if err := r.PlatformReader.Get(ctx, hrKey, hr); apierrors.IsNotFound(err) {
+		hr = nil
+	} else if err != nil {
+		return ctrl.Result{}, fmt.Errorf("reading HelmRelease %s: %w", hrKey, err)
+	}
+
+	access, out, err := r.guardDeletion(ctx, s, hr)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if out == wait {
+		// ResourceGraphDefinitions are not watched yet: look again soon.
+		return ctrl.Result{RequeueAfter: r.deletionRecheck()}, nil
+	}
+	s.obs.set(ConditionDeletionBlocked, metav1.ConditionFalse, v1alpha1.ReasonReconcileSuccess, "no ResourceGraphDefinitions block the deletion")
+
+	if hr != nil {
+		if hr.DeletionTimestamp.IsZero() {
+			if err := r.Platform.Delete(ctx, hr); client.IgnoreNotFound(err) != nil {
+				return ctrl.Result{}, fmt.Errorf("deleting HelmRelease %s: %w", hrKey, err)
+			}
+		}
+		// The HelmRelease is watched: its disappearance brings the Kro back.
+		s.obs.waitingFor = fmt.Sprintf("waiting for Flux to uninstall kro from the ControlPlane and remove HelmRelease %s", hrKey)
+		return ctrl.Result{}, nil
+	}
+	if err := r.removeLeftovers(ctx, s, access); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.removeFinalizer(ctx, s.kro); err != nil {
+		return ctrl.Result{}, err
+	}
+	s.finalized = true
+	return ctrl.Result{}, nil
+}
+
+// guardDeletion lets a deletion go ahead only when no ResourceGraphDefinitions are left
+// on the ControlPlane. When the ControlPlane's access is gone for good there is nothing
+// left to protect and Flux could never uninstall: the HelmRelease is suspended, so that
+// Flux deletes it without an uninstall. It returns the access, if there is one.
+func (r *KroReconciler) guardDeletion(ctx context.Context, s *scope, hr *helmv2.HelmRelease) (*ControlPlaneAccess, outcome, error) {
+	access, err := r.ControlPlanes.Access(ctx, s.kro)
+	na, notAvailable := asNotAvailable(err)
+	switch {
+	case err != nil && !notAvailable:
+		return nil, proceed, err
+	case access != nil:
+		rgds, err := resourceGraphDefinitions(ctx, access.Client)
+		if err != nil {
+			s.obs.waitingFor = "checking the ControlPlane for ResourceGraphDefinitions failed: " + summarize(err)
+			return nil, proceed, err
+		}
+		if len(rgds) > 0 {
+			msg := fmt.Sprintf("%d ResourceGraphDefinitions still exist on the ControlPlane: %s; delete them to let kro be removed",
+				len(rgds), listNames(rgds))
+			s.obs.set(ConditionDeletionBlocked, metav1.ConditionTrue, ReasonUserResourcesPresent, msg)
+			s.obs.waitingFor = msg
+			return nil, wait, nil
+		}
+		return access, proceed, nil
+	case na.Gone:
+		if hr != nil && !hr.Spec.Suspend {
+			orig := hr.DeepCopy()
+			hr.Spec.Suspend = true
+			if err := r.Platform.Patch(ctx, hr, client.MergeFrom(orig), clusters.FieldOwner); client.IgnoreNotFound(err) != nil {
+				return nil, proceed, fmt.Errorf("suspending HelmRelease %s/%s: %w", hr.Namespace, hr.Name, err)
+			}
+			r.Recorder.Eventf(s.kro, nil, corev1.EventTypeWarning, ReasonControlPlaneGone, "Delete",
+				"the ControlPlane's access is gone (%s); HelmRelease %s/%s is suspended and deleted without uninstalling kro", na.Message, hr.Namespace, hr.Name)
+		}
+		return nil, proceed, nil
+	default:
+		msg := "cannot check the ControlPlane for ResourceGraphDefinitions: " + na.Message
+		s.obs.set(ConditionDeletionBlocked, metav1.ConditionTrue, v1alpha1.ReasonReconcileError, msg)
+		s.obs.waitingFor = msg
+		return nil, wait, nil
+	}
+}
+
+// removeLeftovers deletes the OCIRepository and every secret copy, on the ControlPlane
+// too while it can be reached.
+func (r *KroReconciler) removeLeftovers(ctx context.Context, s *scope, access *ControlPlaneAccess) error {
+	repo := &sourcev1.OCIRepository{ObjectMeta: metav1.ObjectMeta{Namespace: s.tenantNamespace, Name: fluxObjectName(r.ProviderName)}}
+	if err := r.Platform.Delete(ctx, repo); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting OCIRepository %s/%s: %w", repo.Namespace, repo.Name, err)
+	}
+	if access != nil {
+		if err := r.removeImageSecretCopies(ctx, access.Client, s.kro, nil); err != nil {
+			return err
+		}
+	}
+	return r.removeChartSecretCopies(ctx, r.PlatformReader, s.kro, s.tenantNamespace, "")
+}
+
+// resourceGraphDefinitions lists the names of the RGDs on a ControlPlane. Without the
+// RGD CRD there are none.
+func resourceGraphDefinitions(ctx context.Context, c client.Client) ([]string, error) {
+	list := &krov1alpha1.ResourceGraphDefinitionList{}
+	if err := c.List(ctx, list); err != nil {
+		if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("listing ResourceGraphDefinitions: %w", err)
+	}
+	names := make([]string, 0, len(list.Items))
+	for _, rgd := range list.Items {
+		names = append(names, rgd.Name)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+func (r *KroReconciler) deletionRecheck() time.Duration {
+	if r.DeletionRecheck > 0 {
+		return r.DeletionRecheck
+	}
+	return DefaultDeletionRecheck
+}

@@ -1,0 +1,188 @@
+// Package controllers holds the provider's reconcilers.
+package controllers
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/openmcp-project/openmcp-operator/api/constants"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+)
+
+// DefaultDeletionRecheck is how often a deletion blocked by ResourceGraphDefinitions
+// looks again, as long as the ControlPlane's RGDs are not watched.
+const DefaultDeletionRecheck = 5 * time.Second
+
+// KroReconciler installs kro on a tenant's ControlPlane through Flux objects on the
+// platform cluster, and removes it again when the Kro is deleted.
+type KroReconciler struct {
+	// Onboarding reads and writes Kro objects (the manager's client).
+	Onboarding client.Client
+	// Platform reads (cached) and writes objects on the platform cluster.
+	Platform client.Client
+	// PlatformReader reads the platform cluster without the cache, for what is not cached.
+	PlatformReader client.Reader
+	// ControlPlanes gives access to the tenants' ControlPlanes.
+	ControlPlanes ControlPlanes
+	// Recorder emits events on Kro objects.
+	Recorder events.EventRecorder
+	// ProviderName is this provider's name and the name of its ProviderConfig.
+	ProviderName string
+	// PodNamespace is the provider's namespace on the platform cluster, where the source
+	// pull secrets live.
+	PodNamespace string
+	// DeletionRecheck overrides DefaultDeletionRecheck.
+	DeletionRecheck time.Duration
+}
+
+// outcome of a step that did not fail.
+type outcome int
+
+const (
+	// proceed: the step is done, the next one may run.
+	proceed outcome = iota
+	// wait: the step waits for something (input to be fixed, an object to appear);
+	// its condition says what. No error, no backoff: a watch or the poll brings it back.
+	wait
+)
+
+// scope is what one reconcile of a Kro knows; the steps fill it in order.
+type scope struct {
+	kro             *v1alpha1.Kro
+	tenantNamespace string
+	obs             observation
+	// pollInterval is the ProviderConfig's, the safety net behind the watches.
+	pollInterval time.Duration
+
+	version      *v1alpha1.KroVersion
+	sources      map[string]*corev1.Secret
+	chartSecret  string
+	imageSecrets []string
+	access       *ControlPlaneAccess
+	// finalized: the finalizer is gone, so is the Kro; no status to write.
+	finalized bool
+}
+
+// step is one part of the reconcile. Its error is reported under cond.
+type step struct {
+	cond string
+	what string
+	run  func(context.Context, *scope) (outcome, error)
+}
+
+// Reconcile brings a Kro's objects on the platform cluster and its ControlPlane in line
+// with the Kro and the ProviderConfig, and reports what it found in one status patch.
+func (r *KroReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+	kro := &v1alpha1.Kro{}
+	if err := r.Onboarding.Get(ctx, req.NamespacedName, kro); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if kro.Annotations[constants.OperationAnnotation] == constants.OperationAnnotationValueIgnore {
+		return ctrl.Result{}, nil
+	}
+	tenantNamespace, err := TenantNamespace(kro)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	before := kro.Status.DeepCopy()
+	s := &scope{kro: kro, tenantNamespace: tenantNamespace, pollInterval: defaultPollInterval()}
+	defer func() {
+		retErr = errors.Join(retErr, r.writeStatus(ctx, s, before))
+	}()
+
+	if !kro.DeletionTimestamp.IsZero() {
+		res, err := r.reconcileDelete(ctx, s)
+		if err == nil && !s.finalized {
+			err = r.consumeReconcileOperation(ctx, kro)
+		}
+		return res, err
+	}
+	if err := r.addFinalizer(ctx, kro); err != nil {
+		return ctrl.Result{}, err
+	}
+	steps := []step{
+		{ConditionVersionResolved, "resolving the version", r.resolveVersion},
+		{ConditionPullSecretsReady, "preparing the chart pull secret", r.reconcileChartPullSecret},
+		{ConditionOCIRepositoryReady, "applying the OCIRepository", r.reconcileOCIRepository},
+		{ConditionControlPlaneAccess, "reaching the ControlPlane", r.observeControlPlane},
+		{ConditionPullSecretsReady, "copying image pull secrets to the ControlPlane", r.reconcileImagePullSecrets},
+		{ConditionHelmReleaseReady, "applying the HelmRelease", r.reconcileHelmRelease},
+	}
+	for _, st := range steps {
+		out, err := st.run(ctx, s)
+		if err != nil {
+			s.obs.set(st.cond, metav1.ConditionFalse, v1alpha1.ReasonReconcileError, st.what+" failed: "+summarize(err))
+			return ctrl.Result{}, err
+		}
+		if out == wait {
+			break
+		}
+	}
+	if err := r.consumeReconcileOperation(ctx, kro); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: s.pollInterval}, nil
+}
+
+// writeStatus patches the status when it changed, and emits events for the conditions
+// that changed. An idle reconcile writes nothing.
+func (r *KroReconciler) writeStatus(ctx context.Context, s *scope, before *v1alpha1.KroStatus) error {
+	if s.finalized {
+		return nil
+	}
+	updated := computeStatus(*before, s.kro.Generation, s.obs, metav1.Now())
+	if equality.Semantic.DeepEqual(*before, updated) {
+		return nil
+	}
+	for _, e := range transitionEvents(before.Conditions, updated.Conditions) {
+		r.Recorder.Eventf(s.kro, nil, e.Type, e.Reason, e.Action, "%s", e.Note)
+	}
+	base := s.kro.DeepCopy()
+	base.Status = *before
+	s.kro.Status = updated
+	if err := r.Onboarding.Status().Patch(ctx, s.kro, client.MergeFrom(base)); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	return nil
+}
+
+func (r *KroReconciler) addFinalizer(ctx context.Context, kro *v1alpha1.Kro) error {
+	orig := kro.DeepCopy()
+	if !controllerutil.AddFinalizer(kro, Finalizer) {
+		return nil
+	}
+	return r.Onboarding.Patch(ctx, kro, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+}
+
+func (r *KroReconciler) removeFinalizer(ctx context.Context, kro *v1alpha1.Kro) error {
+	orig := kro.DeepCopy()
+	if !controllerutil.RemoveFinalizer(kro, Finalizer) {
+		return nil
+	}
+	return client.IgnoreNotFound(r.Onboarding.Patch(ctx, kro, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})))
+}
+
+// consumeReconcileOperation removes openmcp.cloud/operation=reconcile, and only that
+// annotation, once the requested reconcile has run.
+func (r *KroReconciler) consumeReconcileOperation(ctx context.Context, kro *v1alpha1.Kro) error {
+	if kro.Annotations[constants.OperationAnnotation] != constants.OperationAnnotationValueReconcile {
+		return nil
+	}
+	patch := []byte(`{"metadata":{"annotations":{"` + constants.OperationAnnotation + `":null}}}`)
+	return client.IgnoreNotFound(r.Onboarding.Patch(ctx, kro, client.RawPatch(types.MergePatchType, patch)))
+}
+
+func defaultPollInterval() time.Duration {
+	d, _ := time.ParseDuration(v1alpha1.DefaultPollInterval)
+	return d
+}

@@ -1,0 +1,121 @@
+package controllers
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/openmcp-project/openmcp-operator/lib/utils"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+)
+
+// Labels and annotations the provider puts on what it creates, so that it can find
+// its objects again and map them back to their Kro.
+const (
+	// LabelPrefix is the key prefix of every label and annotation the provider owns.
+	LabelPrefix = "kro.services.open-control-plane.io/"
+	// LabelKroName carries the Kro's name (shortened with a hash when it is no valid label value).
+	LabelKroName = LabelPrefix + "kro-name"
+	// LabelKroNamespace carries the Kro's namespace on the onboarding cluster.
+	LabelKroNamespace = LabelPrefix + "kro-namespace"
+	// LabelProvider carries the provider's name.
+	LabelProvider = LabelPrefix + "provider"
+	// LabelRole says what a copied secret is for: RoleChartPullSecret or RoleImagePullSecret.
+	LabelRole = LabelPrefix + "role"
+	// AnnotationKro is the Kro's exact "namespace/name", whatever its length.
+	AnnotationKro = LabelPrefix + "kro"
+	// AnnotationSourceSecret names the secret in the provider's namespace a copy was made from.
+	AnnotationSourceSecret = LabelPrefix + "source-secret"
+	// LabelManagedBy marks everything the provider creates.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	// ManagedByValue is the value of LabelManagedBy.
+	ManagedByValue = "service-provider-kro"
+	// LabelControlPlaneKubeconfig marks the secret (data key KubeconfigKey) in a tenant
+	// namespace that holds the ControlPlane's kubeconfig in standalone mode.
+	LabelControlPlaneKubeconfig = LabelPrefix + "controlplane-kubeconfig"
+	// KubeconfigKey is the data key of the kubeconfig in the access secret.
+	KubeconfigKey = "kubeconfig"
+
+	// Finalizer keeps a Kro until everything the provider created for it is gone.
+	Finalizer = LabelPrefix + "finalizer"
+
+	// RoleChartPullSecret marks the copy of a chart pull secret in a tenant namespace.
+	RoleChartPullSecret = "chart-pull-secret"
+	// RoleImagePullSecret marks the copy of an image pull secret in kro-system on a ControlPlane.
+	RoleImagePullSecret = "image-pull-secret"
+
+	// KroNamespace is where kro runs on the ControlPlane.
+	KroNamespace = "kro-system"
+	// ReleaseName is the Helm release name of kro on the ControlPlane.
+	ReleaseName = "kro"
+)
+
+// TenantNamespace is the ControlPlane's namespace on the platform cluster, the same one
+// openmcp derives from the ControlPlane's name and namespace on the onboarding cluster.
+func TenantNamespace(kro *v1alpha1.Kro) (string, error) {
+	ns, err := utils.StableMCPNamespace(kro.Name, kro.Namespace)
+	if err != nil {
+		return "", fmt.Errorf("deriving the tenant namespace: %w", err)
+	}
+	return ns, nil
+}
+
+// fluxObjectName names the OCIRepository and the HelmRelease in the tenant namespace.
+// There is one of each per tenant namespace, so the provider's name is enough.
+func fluxObjectName(provider string) string {
+	return shorten(provider, validation.DNS1035LabelMaxLength)
+}
+
+// chartSecretCopyName names the copy of a chart pull secret in the tenant namespace.
+func chartSecretCopyName(provider, source string) string {
+	return shorten(provider+"-"+source, validation.DNS1123SubdomainMaxLength)
+}
+
+// labelValue returns v when it is a valid label value, otherwise a shortened form with a
+// hash that stays unique; the exact value is kept in AnnotationKro.
+func labelValue(v string) string {
+	if len(validation.IsValidLabelValue(v)) == 0 {
+		return v
+	}
+	return shorten(v, validation.LabelValueMaxLength)
+}
+
+// shorten returns s when it fits into max characters, otherwise a prefix of s followed
+// by a hash of all of s. The result starts and ends with a letter or digit when s does.
+func shorten(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	sum := sha256.Sum256([]byte(s))
+	suffix := hex.EncodeToString(sum[:])[:10]
+	prefix := s[:max-len(suffix)-1]
+	for len(prefix) > 0 && !isAlnum(prefix[len(prefix)-1]) {
+		prefix = prefix[:len(prefix)-1]
+	}
+	return prefix + "-" + suffix
+}
+
+func isAlnum(b byte) bool {
+	return (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') || (b >= '0' && b <= '9')
+}
+
+// ownerLabels are the labels on everything the provider creates for a Kro.
+func ownerLabels(kro *v1alpha1.Kro, provider, role string) map[string]string {
+	l := map[string]string{
+		LabelManagedBy:    ManagedByValue,
+		LabelProvider:     labelValue(provider),
+		LabelKroName:      labelValue(kro.Name),
+		LabelKroNamespace: labelValue(kro.Namespace),
+	}
+	if role != "" {
+		l[LabelRole] = role
+	}
+	return l
+}
+
+// ownerAnnotations name the Kro exactly, whatever the length of its name.
+func ownerAnnotations(kro *v1alpha1.Kro) map[string]string {
+	return map[string]string{AnnotationKro: kro.Namespace + "/" + kro.Name}
+}

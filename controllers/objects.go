@@ -1,0 +1,151 @@
+package controllers
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+)
+
+// The objects below are built with exactly the fields the provider owns, TypeMeta
+// included, so that server-side apply of an unchanged object writes nothing.
+
+// chartURL normalises a version's chart URL: the default when empty, oci:// when no
+// scheme is given.
+func chartURL(v *v1alpha1.KroVersion) string {
+	u := strings.TrimSpace(v.ChartURL)
+	switch {
+	case u == "":
+		return v1alpha1.DefaultChartURL
+	case strings.Contains(u, "://"):
+		return u
+	default:
+		return "oci://" + u
+	}
+}
+
+// imagePullSecretNames reads helmValues.imagePullSecrets[].name of a version.
+func imagePullSecretNames(v *v1alpha1.KroVersion) ([]string, error) {
+	if v.HelmValues == nil || len(v.HelmValues.Raw) == 0 {
+		return nil, nil
+	}
+	var values struct {
+		ImagePullSecrets []struct {
+			Name string `json:"name"`
+		} `json:"imagePullSecrets"`
+	}
+	if err := json.Unmarshal(v.HelmValues.Raw, &values); err != nil {
+		return nil, fmt.Errorf("helmValues.imagePullSecrets of version %q must be a list of objects with a name", v.Version)
+	}
+	var names []string
+	seen := map[string]bool{}
+	for i, s := range values.ImagePullSecrets {
+		if s.Name == "" {
+			return nil, fmt.Errorf("helmValues.imagePullSecrets[%d] of version %q has no name", i, v.Version)
+		}
+		if !seen[s.Name] {
+			seen[s.Name] = true
+			names = append(names, s.Name)
+		}
+	}
+	return names, nil
+}
+
+// newOCIRepository is the chart source of a Kro in its tenant namespace.
+func newOCIRepository(kro *v1alpha1.Kro, provider, namespace string, v *v1alpha1.KroVersion, pullSecret string, interval time.Duration) *sourcev1.OCIRepository {
+	repo := &sourcev1.OCIRepository{
+		TypeMeta: metav1.TypeMeta{APIVersion: sourcev1.GroupVersion.String(), Kind: sourcev1.OCIRepositoryKind},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        fluxObjectName(provider),
+			Namespace:   namespace,
+			Labels:      ownerLabels(kro, provider, ""),
+			Annotations: ownerAnnotations(kro),
+		},
+		Spec: sourcev1.OCIRepositorySpec{
+			URL:       chartURL(v),
+			Reference: &sourcev1.OCIRepositoryRef{Tag: v.ChartVersion},
+			Interval:  metav1.Duration{Duration: interval},
+		},
+	}
+	if pullSecret != "" {
+		repo.Spec.SecretRef = &meta.LocalObjectReference{Name: pullSecret}
+	}
+	return repo
+}
+
+// newHelmRelease installs kro from the OCIRepository onto the ControlPlane that the
+// kubeconfig secret gives access to.
+func newHelmRelease(kro *v1alpha1.Kro, provider, namespace string, v *v1alpha1.KroVersion, kubeconfig SecretKey, interval time.Duration) *helmv2.HelmRelease {
+	rollback := helmv2.RollbackRemediationStrategy
+	hr := &helmv2.HelmRelease{
+		TypeMeta: metav1.TypeMeta{APIVersion: helmv2.GroupVersion.String(), Kind: helmv2.HelmReleaseKind},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        fluxObjectName(provider),
+			Namespace:   namespace,
+			Labels:      ownerLabels(kro, provider, ""),
+			Annotations: ownerAnnotations(kro),
+		},
+		Spec: helmv2.HelmReleaseSpec{
+			ChartRef: &helmv2.CrossNamespaceSourceReference{
+				APIVersion: sourcev1.GroupVersion.String(),
+				Kind:       sourcev1.OCIRepositoryKind,
+				Name:       fluxObjectName(provider),
+			},
+			Interval:         metav1.Duration{Duration: interval},
+			KubeConfig:       &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: kubeconfig.Name, Key: kubeconfig.Key}},
+			ReleaseName:      ReleaseName,
+			TargetNamespace:  KroNamespace,
+			StorageNamespace: KroNamespace,
+			Install: &helmv2.Install{
+				CreateNamespace: true,
+				CRDs:            helmv2.CreateReplace,
+				Remediation:     &helmv2.InstallRemediation{Retries: 3},
+			},
+			Upgrade: &helmv2.Upgrade{
+				CRDs:          helmv2.CreateReplace,
+				CleanupOnFail: true,
+				Remediation:   &helmv2.UpgradeRemediation{Retries: 3, Strategy: &rollback},
+			},
+		},
+	}
+	if v.HelmValues != nil && len(v.HelmValues.Raw) > 0 {
+		hr.Spec.Values = v.HelmValues.DeepCopy()
+	}
+	return hr
+}
+
+// newSecretCopy copies the type and data of a source secret under a new name.
+func newSecretCopy(kro *v1alpha1.Kro, provider, role string, src *corev1.Secret, namespace, name string) *corev1.Secret {
+	annotations := ownerAnnotations(kro)
+	annotations[AnnotationSourceSecret] = src.Name
+	data := make(map[string][]byte, len(src.Data))
+	for k, v := range src.Data {
+		data[k] = v
+	}
+	return &corev1.Secret{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Namespace:   namespace,
+			Labels:      ownerLabels(kro, provider, role),
+			Annotations: annotations,
+		},
+		Type: src.Type,
+		Data: data,
+	}
+}
+
+// newTenantNamespace is the tenant namespace when the provider has to create it itself.
+func newTenantNamespace(kro *v1alpha1.Kro, provider, name string) *corev1.Namespace {
+	return &corev1.Namespace{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: ownerLabels(kro, provider, ""), Annotations: ownerAnnotations(kro)},
+	}
+}

@@ -1,0 +1,220 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/clusters"
+)
+
+// reconcileChartPullSecret makes sure the tenant namespace exists, checks every pull
+// secret the version names (chart and images), copies the chart pull secret into the
+// tenant namespace and removes copies that are no longer used.
+func (r *KroReconciler) reconcileChartPullSecret(ctx context.Context, s *scope) (outcome, error) {
+	if out, err := r.ensureTenantNamespace(ctx, s); err != nil || out == wait {
+		return out, err
+	}
+	images, err := imagePullSecretNames(s.version)
+	if err != nil {
+		s.obs.set(ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonReconcileError,
+			fmt.Sprintf("ProviderConfig %q: %s", r.ProviderName, err.Error()))
+		return wait, nil
+	}
+	s.imageSecrets = images
+	s.sources = map[string]*corev1.Secret{}
+	var problems []string
+	check := func(name, use string) error {
+		src, problem, err := r.sourceSecret(ctx, name, use, s.version.Version)
+		if err != nil {
+			return err
+		}
+		if problem != "" {
+			problems = append(problems, problem)
+			return nil
+		}
+		s.sources[name] = src
+		return nil
+	}
+	if name := s.version.ChartPullSecret; name != "" {
+		if err := check(name, "chart pull secret"); err != nil {
+			return proceed, err
+		}
+	}
+	for _, name := range images {
+		if err := check(name, "image pull secret"); err != nil {
+			return proceed, err
+		}
+	}
+	if len(problems) > 0 {
+		s.obs.set(ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonReconcileError, strings.Join(problems, "; "))
+		return wait, nil
+	}
+
+	if name := s.version.ChartPullSecret; name != "" {
+		cp := newSecretCopy(s.kro, r.ProviderName, RoleChartPullSecret, s.sources[name], s.tenantNamespace, chartSecretCopyName(r.ProviderName, name))
+		if err := apply(ctx, r.Platform, cp); err != nil {
+			return proceed, fmt.Errorf("copying chart pull secret %q into %s: %w", name, s.tenantNamespace, err)
+		}
+		s.chartSecret = cp.Name
+		s.obs.managed = append(s.obs.managed, managedSecret(clusters.Platform, cp))
+	}
+	if err := r.removeChartSecretCopies(ctx, r.Platform, s.kro, s.tenantNamespace, s.chartSecret); err != nil {
+		return proceed, err
+	}
+	s.obs.set(ConditionPullSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, pullSecretsMessage(s, false))
+	return proceed, nil
+}
+
+// reconcileImagePullSecrets copies the version's image pull secrets into kro-system on
+// the ControlPlane and removes copies that are no longer referenced.
+func (r *KroReconciler) reconcileImagePullSecrets(ctx context.Context, s *scope) (outcome, error) {
+	c := s.access.Client
+	if len(s.imageSecrets) > 0 {
+		if err := ensureNamespace(ctx, c, KroNamespace, nil); err != nil {
+			return proceed, err
+		}
+	}
+	for _, name := range s.imageSecrets {
+		cp := newSecretCopy(s.kro, r.ProviderName, RoleImagePullSecret, s.sources[name], KroNamespace, name)
+		if err := apply(ctx, c, cp); err != nil {
+			return proceed, fmt.Errorf("copying image pull secret %q: %w", name, err)
+		}
+		s.obs.managed = append(s.obs.managed, managedSecret("controlplane", cp))
+	}
+	if err := r.removeImageSecretCopies(ctx, c, s.kro, s.imageSecrets); err != nil {
+		return proceed, err
+	}
+	s.obs.set(ConditionPullSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, pullSecretsMessage(s, true))
+	return proceed, nil
+}
+
+func pullSecretsMessage(s *scope, copiedImages bool) string {
+	var parts []string
+	if s.chartSecret != "" {
+		parts = append(parts, fmt.Sprintf("chart pull secret %q copied to %s/%s", s.version.ChartPullSecret, s.tenantNamespace, s.chartSecret))
+	}
+	if len(s.imageSecrets) > 0 {
+		state := "found, to be copied to the ControlPlane"
+		if copiedImages {
+			state = "copied to " + KroNamespace + " on the ControlPlane"
+		}
+		parts = append(parts, fmt.Sprintf("image pull secrets %s %s", strings.Join(s.imageSecrets, ", "), state))
+	}
+	if len(parts) == 0 {
+		return "version " + s.version.Version + " needs no pull secrets"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// sourceSecret reads a pull secret from the provider's namespace. A secret that is
+// missing or of the wrong type is a problem for the platform team to fix, not an error.
+func (r *KroReconciler) sourceSecret(ctx context.Context, name, use, version string) (*corev1.Secret, string, error) {
+	secret := &corev1.Secret{}
+	err := r.Platform.Get(ctx, client.ObjectKey{Namespace: r.PodNamespace, Name: name}, secret)
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Sprintf("secret %q (%s of version %s) not found in namespace %s on the platform cluster: create it with type %s",
+			name, use, version, r.PodNamespace, corev1.SecretTypeDockerConfigJson), nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("reading secret %s/%s: %w", r.PodNamespace, name, err)
+	}
+	if secret.Type != corev1.SecretTypeDockerConfigJson {
+		return nil, fmt.Sprintf("secret %q (%s of version %s) in namespace %s has type %q, expected %s",
+			name, use, version, r.PodNamespace, secret.Type, corev1.SecretTypeDockerConfigJson), nil
+	}
+	return secret, "", nil
+}
+
+// removeChartSecretCopies deletes the copies of chart pull secrets in the tenant
+// namespace except keep ("" removes all).
+func (r *KroReconciler) removeChartSecretCopies(ctx context.Context, c client.Reader, kro *v1alpha1.Kro, namespace, keep string) error {
+	list := &corev1.SecretList{}
+	if err := c.List(ctx, list, client.InNamespace(namespace), r.copyLabels(kro, RoleChartPullSecret)); err != nil {
+		return fmt.Errorf("listing chart pull secret copies in %s: %w", namespace, err)
+	}
+	return r.deleteSecrets(ctx, r.Platform, list.Items, func(name string) bool { return name == keep })
+}
+
+// removeImageSecretCopies deletes the copies of image pull secrets in kro-system on the
+// ControlPlane except those named in keep.
+func (r *KroReconciler) removeImageSecretCopies(ctx context.Context, c client.Client, kro *v1alpha1.Kro, keep []string) error {
+	list := &corev1.SecretList{}
+	if err := c.List(ctx, list, client.InNamespace(KroNamespace), r.copyLabels(kro, RoleImagePullSecret)); err != nil {
+		return fmt.Errorf("listing image pull secret copies on the ControlPlane: %w", err)
+	}
+	return r.deleteSecrets(ctx, c, list.Items, func(name string) bool { return slices.Contains(keep, name) })
+}
+
+// copyLabels select the secret copies of one role that the provider made for a Kro.
+func (r *KroReconciler) copyLabels(kro *v1alpha1.Kro, role string) client.MatchingLabels {
+	return client.MatchingLabels(ownerLabels(kro, r.ProviderName, role))
+}
+
+func (r *KroReconciler) deleteSecrets(ctx context.Context, c client.Client, secrets []corev1.Secret, keep func(string) bool) error {
+	for i := range secrets {
+		if keep(secrets[i].Name) {
+			continue
+		}
+		if err := c.Delete(ctx, &secrets[i]); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting secret copy %s/%s: %w", secrets[i].Namespace, secrets[i].Name, err)
+		}
+	}
+	return nil
+}
+
+func managedSecret(cluster string, s *corev1.Secret) v1alpha1.ManagedResource {
+	return v1alpha1.ManagedResource{Cluster: cluster, APIVersion: "v1", Kind: "Secret", Namespace: s.Namespace, Name: s.Name, Ready: metav1.ConditionTrue}
+}
+
+// ensureTenantNamespace creates the tenant namespace when openmcp has not (standalone use).
+func (r *KroReconciler) ensureTenantNamespace(ctx context.Context, s *scope) (outcome, error) {
+	ns := &corev1.Namespace{}
+	err := r.PlatformReader.Get(ctx, client.ObjectKey{Name: s.tenantNamespace}, ns)
+	switch {
+	case err == nil && !ns.DeletionTimestamp.IsZero():
+		s.obs.set(ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonReconciling,
+			fmt.Sprintf("waiting for the tenant namespace %s on the platform cluster to finish terminating", s.tenantNamespace))
+		return wait, nil
+	case err == nil:
+		return proceed, nil
+	case !apierrors.IsNotFound(err):
+		return proceed, fmt.Errorf("reading tenant namespace %s: %w", s.tenantNamespace, err)
+	}
+	if err := r.Platform.Create(ctx, newTenantNamespace(s.kro, r.ProviderName, s.tenantNamespace)); client.IgnoreAlreadyExists(err) != nil {
+		return proceed, fmt.Errorf("creating tenant namespace %s: %w", s.tenantNamespace, err)
+	}
+	return proceed, nil
+}
+
+// ensureNamespace creates a namespace on a cluster when it does not exist.
+func ensureNamespace(ctx context.Context, c client.Client, name string, labels map[string]string) error {
+	ns := &corev1.Namespace{}
+	err := c.Get(ctx, client.ObjectKey{Name: name}, ns)
+	if err == nil {
+		return nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("reading namespace %s: %w", name, err)
+	}
+	ns = &corev1.Namespace{}
+	ns.Name, ns.Labels = name, labels
+	if err := c.Create(ctx, ns); client.IgnoreAlreadyExists(err) != nil {
+		return fmt.Errorf("creating namespace %s: %w", name, err)
+	}
+	return nil
+}
+
+// apply writes obj with server-side apply under the provider's field owner. An object
+// that is already as desired is not written.
+func apply(ctx context.Context, c client.Client, obj client.Object) error {
+	//nolint:staticcheck // client.Apply with typed objects is what controller-runtime v0.24 offers for Flux kinds.
+	return c.Patch(ctx, obj, client.Apply, clusters.FieldOwner, client.ForceOwnership)
+}

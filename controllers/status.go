@@ -1,0 +1,227 @@
+package controllers
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+)
+
+// Condition types of a Kro besides Ready, one per step of its reconcile.
+const (
+	// ConditionVersionResolved: the requested version is on offer in the ProviderConfig.
+	ConditionVersionResolved = "VersionResolved"
+	// ConditionPullSecretsReady: the chart and image pull secrets exist and are copied.
+	ConditionPullSecretsReady = "PullSecretsReady"
+	// ConditionOCIRepositoryReady mirrors the OCIRepository's Ready condition.
+	ConditionOCIRepositoryReady = "OCIRepositoryReady"
+	// ConditionControlPlaneAccess: the ControlPlane can be reached.
+	ConditionControlPlaneAccess = "ControlPlaneAccessReady"
+	// ConditionHelmReleaseReady mirrors the HelmRelease's Ready condition.
+	ConditionHelmReleaseReady = "HelmReleaseReady"
+	// ConditionDeletionBlocked is True while deletion waits for tenants' resources.
+	ConditionDeletionBlocked = "DeletionBlocked"
+
+	// ReasonUserResourcesPresent: ResourceGraphDefinitions still exist on the ControlPlane.
+	ReasonUserResourcesPresent = "UserResourcesPresent"
+	// ReasonControlPlaneGone: the ControlPlane's access is gone, its release is abandoned.
+	ReasonControlPlaneGone = "ControlPlaneGone"
+)
+
+// Limits of what the status carries.
+const (
+	maxMessage       = 512
+	maxListedNames   = 10
+	maxSummarizedErr = 256
+)
+
+// observation is what one reconcile learned, in the order of its steps. Conditions
+// carry type, status, reason and message; everything else is filled in by computeStatus.
+type observation struct {
+	conditions   []metav1.Condition
+	managed      []v1alpha1.ManagedResource
+	chartVersion string
+	deleting     bool
+	// waitingFor says what a deletion waits for.
+	waitingFor string
+}
+
+// set records the outcome of a step, replacing an earlier one of the same type.
+func (o *observation) set(condType string, status metav1.ConditionStatus, reason, message string) {
+	c := metav1.Condition{Type: condType, Status: status, Reason: reason, Message: shortenMessage(message)}
+	for i := range o.conditions {
+		if o.conditions[i].Type == condType {
+			o.conditions[i] = c
+			return
+		}
+	}
+	o.conditions = append(o.conditions, c)
+}
+
+// computeStatus derives the Kro's status from what a reconcile observed. Conditions
+// keep their last transition time while their status stays the same.
+func computeStatus(old v1alpha1.KroStatus, generation int64, obs observation, now metav1.Time) v1alpha1.KroStatus {
+	conds := append([]metav1.Condition{readyCondition(obs)}, obs.conditions...)
+	for i := range conds {
+		conds[i].ObservedGeneration = generation
+		conds[i].LastTransitionTime = now
+		for _, prev := range old.Conditions {
+			if prev.Type == conds[i].Type && prev.Status == conds[i].Status {
+				conds[i].LastTransitionTime = prev.LastTransitionTime
+			}
+		}
+	}
+	phase := v1alpha1.PhaseProgressing
+	switch {
+	case obs.deleting:
+		phase = v1alpha1.PhaseTerminating
+	case conds[0].Status == metav1.ConditionTrue:
+		phase = v1alpha1.PhaseReady
+	}
+	chartVersion := obs.chartVersion
+	if obs.deleting {
+		chartVersion = old.ChartVersion
+	}
+	return v1alpha1.KroStatus{
+		CommonStatus: v1alpha1.CommonStatus{
+			ObservedGeneration: generation,
+			Phase:              phase,
+			Conditions:         conds,
+		},
+		ChartVersion:             chartVersion,
+		ManagedResources:         obs.managed,
+		ResourceGraphDefinitions: old.ResourceGraphDefinitions,
+	}
+}
+
+// readyCondition sums up the observed conditions: True only when every step is True and
+// the HelmRelease is Ready; otherwise it repeats the first step that is not True.
+func readyCondition(obs observation) metav1.Condition {
+	ready := metav1.Condition{Type: v1alpha1.ConditionReady}
+	if obs.deleting {
+		ready.Status, ready.Reason = metav1.ConditionFalse, v1alpha1.ReasonTerminating
+		ready.Message = "kro is being removed from the ControlPlane"
+		if obs.waitingFor != "" {
+			ready.Message = shortenMessage("deleting: " + obs.waitingFor)
+		}
+		return ready
+	}
+	helmReady := false
+	for _, c := range obs.conditions {
+		if c.Type == ConditionDeletionBlocked {
+			continue
+		}
+		if c.Status != metav1.ConditionTrue {
+			ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, v1alpha1.ReasonReconciling, c.Message
+			if c.Reason == v1alpha1.ReasonReconcileError {
+				ready.Reason = v1alpha1.ReasonReconcileError
+			}
+			return ready
+		}
+		if c.Type == ConditionHelmReleaseReady {
+			helmReady = true
+		}
+	}
+	if !helmReady {
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, v1alpha1.ReasonReconciling, "reconciling"
+		return ready
+	}
+	ready.Status, ready.Reason = metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess
+	ready.Message = fmt.Sprintf("kro (chart %s) is installed on the ControlPlane", obs.chartVersion)
+	return ready
+}
+
+// kroEvent is a Kubernetes event to emit on the Kro.
+type kroEvent struct {
+	Type, Reason, Action, Note string
+}
+
+// transitionEvents returns one event per condition that changed: Ready turning True or
+// Terminating, DeletionBlocked turning True, and every other condition turning not-True
+// or, while not True, changing its message (another problem). Steps that succeed do not
+// each raise an event.
+func transitionEvents(old, updated []metav1.Condition) []kroEvent {
+	var out []kroEvent
+	for _, c := range updated {
+		prev := findCondition(old, c.Type)
+		if prev != nil && prev.Status == c.Status && prev.Reason == c.Reason &&
+			(c.Status == metav1.ConditionTrue || prev.Message == c.Message || c.Type == v1alpha1.ConditionReady) {
+			continue
+		}
+		switch {
+		case c.Type == v1alpha1.ConditionReady:
+			if c.Status == metav1.ConditionTrue || c.Reason == v1alpha1.ReasonTerminating {
+				out = append(out, kroEvent{corev1.EventTypeNormal, c.Reason, c.Type, c.Message})
+			}
+		case c.Type == ConditionDeletionBlocked:
+			if c.Status == metav1.ConditionTrue {
+				out = append(out, kroEvent{corev1.EventTypeWarning, c.Reason, c.Type, c.Message})
+			}
+		case c.Status != metav1.ConditionTrue:
+			typ := corev1.EventTypeNormal
+			if c.Reason == v1alpha1.ReasonReconcileError {
+				typ = corev1.EventTypeWarning
+			}
+			out = append(out, kroEvent{typ, c.Reason, c.Type, c.Type + ": " + c.Message})
+		}
+	}
+	return out
+}
+
+func findCondition(conds []metav1.Condition, t string) *metav1.Condition {
+	for i := range conds {
+		if conds[i].Type == t {
+			return &conds[i]
+		}
+	}
+	return nil
+}
+
+// fluxReadiness reads a Flux object's Ready condition: Unknown until Flux has looked at
+// the current generation.
+func fluxReadiness(generation, observedGeneration int64, conds []metav1.Condition) (metav1.ConditionStatus, string) {
+	c := findCondition(conds, v1alpha1.ConditionReady)
+	if c == nil || observedGeneration != generation {
+		return metav1.ConditionUnknown, "waiting for Flux to reconcile it"
+	}
+	return c.Status, shortenMessage(c.Message)
+}
+
+// fluxCondition turns a Flux object's readiness into the Kro's condition of that step.
+func fluxCondition(obs *observation, condType, what string, status metav1.ConditionStatus, message string) {
+	switch status {
+	case metav1.ConditionTrue:
+		obs.set(condType, status, v1alpha1.ReasonReconcileSuccess, what+" is ready")
+	case metav1.ConditionFalse:
+		obs.set(condType, status, v1alpha1.ReasonReconcileError, what+" is not ready: "+message)
+	default:
+		obs.set(condType, metav1.ConditionUnknown, v1alpha1.ReasonReconciling, what+": "+message)
+	}
+}
+
+// listNames joins at most maxListedNames names and says how many more there are.
+func listNames(names []string) string {
+	if len(names) <= maxListedNames {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:maxListedNames], ", "), len(names)-maxListedNames)
+}
+
+// summarize turns an internal error into one short line for a condition or an event.
+func summarize(err error) string {
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	if len(s) > maxSummarizedErr {
+		s = s[:maxSummarizedErr-3] + "..."
+	}
+	return s
+}
+
+func shortenMessage(s string) string {
+	if len(s) > maxMessage {
+		return s[:maxMessage-3] + "..."
+	}
+	return s
+}

@@ -1,0 +1,97 @@
+package controllers
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+)
+
+func allTrue() observation {
+	var obs observation
+	for _, t := range []string{ConditionVersionResolved, ConditionPullSecretsReady, ConditionOCIRepositoryReady, ConditionControlPlaneAccess, ConditionHelmReleaseReady} {
+		obs.set(t, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, t+" ok")
+	}
+	obs.chartVersion = "0.9.3"
+	return obs
+}
+
+func TestComputeStatus(t *testing.T) {
+	g := NewWithT(t)
+	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	t1 := metav1.NewTime(t0.Add(time.Hour))
+
+	ready := computeStatus(v1alpha1.KroStatus{}, 3, allTrue(), t0)
+	g.Expect(ready.Phase).To(Equal(v1alpha1.PhaseReady))
+	g.Expect(ready.ObservedGeneration).To(Equal(int64(3)))
+	g.Expect(ready.ChartVersion).To(Equal("0.9.3"))
+	g.Expect(ready.Conditions[0].Type).To(Equal(v1alpha1.ConditionReady))
+	g.Expect(ready.Conditions[0].Status).To(Equal(metav1.ConditionTrue))
+
+	// The same observation later changes nothing, not even transition times.
+	g.Expect(computeStatus(ready, 3, allTrue(), t1)).To(Equal(ready))
+
+	// A HelmRelease that is not ready makes the Kro Progressing, with its message.
+	obs := allTrue()
+	obs.set(ConditionHelmReleaseReady, metav1.ConditionFalse, v1alpha1.ReasonReconcileError, "HelmRelease x is not ready: boom")
+	failing := computeStatus(ready, 4, obs, t1)
+	g.Expect(failing.Phase).To(Equal(v1alpha1.PhaseProgressing))
+	r := findCondition(failing.Conditions, v1alpha1.ConditionReady)
+	g.Expect(r.Status).To(Equal(metav1.ConditionFalse))
+	g.Expect(r.Reason).To(Equal(v1alpha1.ReasonReconcileError))
+	g.Expect(r.Message).To(ContainSubstring("boom"))
+	g.Expect(r.LastTransitionTime).To(Equal(t1))
+	g.Expect(findCondition(failing.Conditions, ConditionVersionResolved).LastTransitionTime).To(Equal(t0))
+
+	// Without a HelmRelease condition there is no Ready.
+	var partial observation
+	partial.set(ConditionVersionResolved, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, "ok")
+	g.Expect(computeStatus(v1alpha1.KroStatus{}, 1, partial, t0).Phase).To(Equal(v1alpha1.PhaseProgressing))
+
+	// Deleting: Terminating, whatever the conditions say.
+	del := allTrue()
+	del.deleting = true
+	del.waitingFor = "waiting for Flux"
+	term := computeStatus(ready, 5, del, t1)
+	g.Expect(term.Phase).To(Equal(v1alpha1.PhaseTerminating))
+	g.Expect(findCondition(term.Conditions, v1alpha1.ConditionReady).Reason).To(Equal(v1alpha1.ReasonTerminating))
+	g.Expect(findCondition(term.Conditions, v1alpha1.ConditionReady).Message).To(ContainSubstring("waiting for Flux"))
+}
+
+func TestTransitionEvents(t *testing.T) {
+	g := NewWithT(t)
+	t0 := metav1.Now()
+	ready := computeStatus(v1alpha1.KroStatus{}, 1, allTrue(), t0)
+	evs := transitionEvents(nil, ready.Conditions)
+	g.Expect(evs).To(HaveLen(1), "only Ready turning True, not every step")
+	g.Expect(evs[0]).To(Equal(kroEvent{corev1.EventTypeNormal, v1alpha1.ReasonReconcileSuccess, v1alpha1.ConditionReady, evs[0].Note}))
+
+	g.Expect(transitionEvents(ready.Conditions, ready.Conditions)).To(BeEmpty(), "no change, no event")
+
+	obs := allTrue()
+	obs.set(ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonReconcileError, "secret a missing")
+	broken := computeStatus(ready, 1, obs, t0)
+	evs = transitionEvents(ready.Conditions, broken.Conditions)
+	g.Expect(evs).To(HaveLen(1))
+	g.Expect(evs[0].Type).To(Equal(corev1.EventTypeWarning))
+	g.Expect(evs[0].Reason).To(Equal(v1alpha1.ReasonReconcileError))
+	g.Expect(evs[0].Note).To(ContainSubstring("secret a missing"))
+
+	obs.set(ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonReconcileError, "secret a has the wrong type")
+	other := computeStatus(broken, 1, obs, t0)
+	g.Expect(transitionEvents(broken.Conditions, other.Conditions)).To(HaveLen(1), "another problem, another event")
+}
+
+func TestListNames(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(listNames([]string{"a", "b"})).To(Equal("a, b"))
+	var many []string
+	for i := range 13 {
+		many = append(many, string(rune('a'+i)))
+	}
+	g.Expect(listNames(many)).To(Equal("a, b, c, d, e, f, g, h, i, j and 3 more"))
+}

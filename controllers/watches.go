@@ -1,0 +1,145 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	"github.com/openmcp-project/openmcp-operator/api/constants"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+)
+
+// indexTenantNamespace indexes Kros by their tenant namespace on the platform cluster,
+// so that an object there maps back to its Kro.
+const indexTenantNamespace = "kro.tenantNamespace"
+
+// PlatformCacheOptions restrict what the provider caches of the platform cluster: all
+// secrets of its own namespace (the sources of pull secrets), but elsewhere only the
+// secrets and Flux objects it created itself.
+func PlatformCacheOptions(podNamespace string) cache.Options {
+	ours := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue})
+	return cache.Options{
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Secret{}: {Namespaces: map[string]cache.Config{
+				podNamespace:        {},
+				cache.AllNamespaces: {LabelSelector: ours},
+			}},
+			&sourcev1.OCIRepository{}: {Label: ours},
+			&helmv2.HelmRelease{}:     {Label: ours},
+		},
+	}
+}
+
+// SetupWithManager registers the reconciler with the onboarding cluster's manager and
+// watches the platform cluster and the ControlPlanes' access through their caches.
+func (r *KroReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, platform cluster.Cluster) error {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.Kro{}, indexTenantNamespace, func(o client.Object) []string {
+		ns, err := TenantNamespace(o.(*v1alpha1.Kro))
+		if err != nil {
+			return nil
+		}
+		return []string{ns}
+	}); err != nil {
+		return fmt.Errorf("indexing Kros by tenant namespace: %w", err)
+	}
+	inTenantNamespace := handler.EnqueueRequestsFromMapFunc(r.krosInTenantNamespace)
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.Kro{}, builder.WithPredicates(kroChanged{})).
+		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &v1alpha1.ProviderConfig{}, handler.EnqueueRequestsFromMapFunc(r.krosOfProviderConfig))).
+		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.krosOfSecret))).
+		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &sourcev1.OCIRepository{}, inTenantNamespace)).
+		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &helmv2.HelmRelease{}, inTenantNamespace)).
+		WatchesRawSource(r.ControlPlanes.Source(inTenantNamespace)).
+		Named("kro").
+		Complete(r)
+}
+
+// kroChanged lets through what a reconcile must see: spec changes, the start of
+// deletion, finalizers and annotations (the operation annotation). Status patches do not
+// trigger a reconcile.
+type kroChanged struct{ predicate.Funcs }
+
+func (kroChanged) Update(e event.UpdateEvent) bool {
+	o, n := e.ObjectOld, e.ObjectNew
+	return o.GetGeneration() != n.GetGeneration() ||
+		!o.GetDeletionTimestamp().Equal(n.GetDeletionTimestamp()) ||
+		!slices.Equal(o.GetFinalizers(), n.GetFinalizers()) ||
+		o.GetAnnotations()[constants.OperationAnnotation] != n.GetAnnotations()[constants.OperationAnnotation]
+}
+
+// krosInTenantNamespace maps an object in a tenant namespace to the Kro it belongs to.
+func (r *KroReconciler) krosInTenantNamespace(ctx context.Context, o client.Object) []reconcile.Request {
+	list := &v1alpha1.KroList{}
+	if err := r.Onboarding.List(ctx, list, client.MatchingFields{indexTenantNamespace: o.GetNamespace()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "mapping an object to its Kro", "namespace", o.GetNamespace())
+		return nil
+	}
+	return requests(list.Items, nil)
+}
+
+// krosOfProviderConfig enqueues every Kro when the provider's ProviderConfig changes.
+func (r *KroReconciler) krosOfProviderConfig(ctx context.Context, o client.Object) []reconcile.Request {
+	if o.GetName() != r.ProviderName {
+		return nil
+	}
+	list := &v1alpha1.KroList{}
+	if err := r.Onboarding.List(ctx, list); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing Kros")
+		return nil
+	}
+	return requests(list.Items, nil)
+}
+
+// krosOfSecret maps a source secret in the provider's namespace to exactly the Kros
+// whose version uses it, and a copy in a tenant namespace to its Kro.
+func (r *KroReconciler) krosOfSecret(ctx context.Context, o client.Object) []reconcile.Request {
+	if o.GetNamespace() != r.PodNamespace {
+		return r.krosInTenantNamespace(ctx, o)
+	}
+	pc := &v1alpha1.ProviderConfig{}
+	if err := r.Platform.Get(ctx, client.ObjectKey{Name: r.ProviderName}, pc); err != nil {
+		return nil
+	}
+	users := map[string]bool{}
+	for i := range pc.Spec.Versions {
+		v := &pc.Spec.Versions[i]
+		images, _ := imagePullSecretNames(v)
+		if v.ChartPullSecret == o.GetName() || slices.Contains(images, o.GetName()) {
+			users[v.Version] = true
+		}
+	}
+	if len(users) == 0 {
+		return nil
+	}
+	list := &v1alpha1.KroList{}
+	if err := r.Onboarding.List(ctx, list); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing Kros")
+		return nil
+	}
+	return requests(list.Items, func(k *v1alpha1.Kro) bool { return users[k.Spec.Version] })
+}
+
+func requests(kros []v1alpha1.Kro, keep func(*v1alpha1.Kro) bool) []reconcile.Request {
+	var out []reconcile.Request
+	for i := range kros {
+		if keep == nil || keep(&kros[i]) {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&kros[i])})
+		}
+	}
+	return out
+}
