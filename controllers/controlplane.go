@@ -2,28 +2,28 @@ package controllers
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"sort"
-	"sync"
 	"time"
 
+	krov1alpha1 "github.com/kubernetes-sigs/kro/api/v1alpha1"
+	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
+	openmcpconst "github.com/openmcp-project/openmcp-operator/api/constants"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/clusters"
+	"github.com/openmcp-project/service-provider-kro/providers/controlplane"
 )
-
-// controlPlaneTimeout bounds every request to a ControlPlane.
-const controlPlaneTimeout = 30 * time.Second
 
 // SecretKey points at one key of a Secret.
 type SecretKey struct {
@@ -33,21 +33,30 @@ type SecretKey struct {
 
 // ControlPlaneAccess is how the provider and Flux reach a ControlPlane.
 type ControlPlaneAccess struct {
-	// Client talks to the ControlPlane.
+	// Client talks to the ControlPlane; reads of the provider's secrets in kro-system and
+	// of ResourceGraphDefinitions come from the ControlPlane's live cache.
 	Client client.Client
 	// Kubeconfig is the secret in the tenant namespace that Flux uses to reach the ControlPlane.
 	Kubeconfig SecretKey
+	// ResourceGraphDefinitions lists the ControlPlane's RGDs from its cache, sorted by
+	// name. It fails with errRGDsUnknown while the provider cannot tell yet.
+	ResourceGraphDefinitions func(context.Context) ([]krov1alpha1.ResourceGraphDefinition, error)
 }
 
-// ControlPlanes gives access to the tenants' ControlPlanes. The standalone
-// implementation reads labelled kubeconfig secrets; openmcp mode will request access.
+// errRGDsUnknown: the ControlPlane has not been checked for kro's CRD yet.
+var errRGDsUnknown = errors.New("the provider is still checking the ControlPlane for kro's CRD")
+
+// ControlPlanes gives access to the tenants' ControlPlanes.
 type ControlPlanes interface {
-	// Access returns the access to the Kro's ControlPlane (the one of the same name and
-	// namespace). It returns a *NotAvailableError while there is none.
+	// Access returns the access to a Kro's ControlPlane. It returns a *NotAvailableError
+	// while there is none.
 	Access(ctx context.Context, kro *v1alpha1.Kro) (*ControlPlaneAccess, error)
-	// Source reports changes of the access to a ControlPlane as events on objects in its
-	// tenant namespace, for the handler to map back to Kros.
-	Source(h handler.EventHandler) source.Source
+	// Release ends the access to a Kro's ControlPlane once the Kro is gone: the cluster is
+	// disengaged and whatever was requested for it is withdrawn.
+	Release(ctx context.Context, kro *v1alpha1.Kro) error
+	// Sources report what concerns a Kro's ControlPlane: changes of its access (the
+	// kubeconfig secret, the AccessRequest) and of what is watched on it.
+	Sources(inTenantNamespace handler.EventHandler) []source.Source
 }
 
 // NotAvailableError says that a ControlPlane cannot be reached yet, and what is awaited.
@@ -68,99 +77,180 @@ func asNotAvailable(err error) (*NotAvailableError, bool) {
 	return na, ok
 }
 
-// StandaloneControlPlanes finds each ControlPlane's kubeconfig in a secret in its tenant
-// namespace labelled LabelControlPlaneKubeconfig=true, under the key KubeconfigKey. It
-// keeps its own cache of just those secrets; add it to the manager to start it.
-type StandaloneControlPlanes struct {
-	cache  cache.Cache
-	scheme *runtime.Scheme
+// AccessMode says where ControlPlane kubeconfigs come from.
+type AccessMode string
 
-	mu      sync.Mutex
-	clients map[string]cachedClient // by tenant namespace
+const (
+	// AccessStandalone means: a secret in the tenant namespace labelled
+	// LabelControlPlaneKubeconfig=true holds the kubeconfig under KubeconfigKey.
+	AccessStandalone AccessMode = "standalone"
+	// AccessOpenMCP means: the provider requests access with an openmcp AccessRequest and uses
+	// the secret openmcp names in its status once granted.
+	AccessOpenMCP AccessMode = "openmcp"
+)
+
+// engagedControlPlanes engages one cluster per ControlPlane with the multicluster
+// provider, from the kubeconfig its access mode finds, and reads RGDs from that
+// cluster's live cache.
+type engagedControlPlanes struct {
+	mode         AccessMode
+	providerName string
+	platform     client.Client // cached: AccessRequests
+	reader       client.Reader // uncached: openmcp's access secrets are not cached
+	kubeconfigs  cache.Cache   // see accessCache
+	provider     *controlplane.Provider
+	events       *controlplane.Events
 }
 
-type cachedClient struct {
-	kubeconfig [sha256.Size]byte
-	client     client.Client
-}
-
-// NewStandaloneControlPlanes creates the ControlPlane access of standalone mode on the
-// platform cluster's config.
-func NewStandaloneControlPlanes(platform *rest.Config, scheme *runtime.Scheme) (*StandaloneControlPlanes, error) {
-	c, err := cache.New(platform, cache.Options{
-		Scheme: scheme,
-		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{LabelControlPlaneKubeconfig: "true"})},
-		},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("creating the cache of ControlPlane kubeconfig secrets: %w", err)
+// accessCache watches where ControlPlane kubeconfigs come from on the platform cluster:
+// the labelled kubeconfig secrets (standalone) or the provider's AccessRequests (openmcp).
+func accessCache(platform cluster.Cluster, mode AccessMode, providerName string) (cache.Cache, error) {
+	byObject := map[client.Object]cache.ByObject{
+		&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{LabelControlPlaneKubeconfig: "true"})},
 	}
-	return &StandaloneControlPlanes{cache: c, scheme: scheme, clients: map[string]cachedClient{}}, nil
+	if mode == AccessOpenMCP {
+		byObject = map[client.Object]cache.ByObject{
+			&clustersv1alpha1.AccessRequest{}: {Label: labels.SelectorFromSet(labels.Set{openmcpconst.ManagedByLabel: providerName})},
+		}
+	}
+	return cache.New(platform.GetConfig(), cache.Options{Scheme: platform.GetScheme(), ByObject: byObject})
 }
 
-// Start runs the cache until ctx ends.
-func (s *StandaloneControlPlanes) Start(ctx context.Context) error { return s.cache.Start(ctx) }
-
-// Source watches the kubeconfig secrets.
-func (s *StandaloneControlPlanes) Source(h handler.EventHandler) source.Source {
-	return source.Kind[client.Object](s.cache, &corev1.Secret{}, h)
+func (c *engagedControlPlanes) Sources(inTenantNamespace handler.EventHandler) []source.Source {
+	srcs := []source.Source{c.events.Source()}
+	switch c.mode {
+	case AccessOpenMCP:
+		// A granted (or re-granted) AccessRequest brings the Kro back.
+		srcs = append(srcs, source.Kind[client.Object](c.kubeconfigs, &clustersv1alpha1.AccessRequest{}, inTenantNamespace))
+	default:
+		srcs = append(srcs, source.Kind[client.Object](c.kubeconfigs, &corev1.Secret{}, inTenantNamespace))
+	}
+	return srcs
 }
 
-// Access builds a client from the tenant namespace's kubeconfig secret; clients are
-// reused for as long as the kubeconfig stays the same.
-func (s *StandaloneControlPlanes) Access(ctx context.Context, kro *v1alpha1.Kro) (*ControlPlaneAccess, error) {
+func (c *engagedControlPlanes) Access(ctx context.Context, kro *v1alpha1.Kro) (*ControlPlaneAccess, error) {
 	tenantNamespace, err := TenantNamespace(kro)
 	if err != nil {
 		return nil, err
 	}
+	name := clusters.ClusterName(client.ObjectKeyFromObject(kro))
+	secret, kubeconfig, err := c.kubeconfig(ctx, kro, tenantNamespace)
+	if na, ok := asNotAvailable(err); ok && na.Gone {
+		c.provider.Remove(name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	state, err := c.provider.Ensure(name, kubeconfig)
+	if err != nil {
+		return nil, &NotAvailableError{Message: fmt.Sprintf("the ControlPlane's kubeconfig in secret %s/%s is unusable: %s", tenantNamespace, secret, err.Error())}
+	}
+	switch state.Phase {
+	case controlplane.Engaged:
+	case controlplane.Unreachable:
+		return nil, &NotAvailableError{Message: fmt.Sprintf("the ControlPlane does not answer (since %s): %s; retrying with backoff",
+			state.Since.UTC().Format(time.RFC3339), state.Message)}
+	default:
+		return nil, &NotAvailableError{Message: "connecting to the ControlPlane"}
+	}
+	cl, err := c.provider.Get(ctx, name)
+	if err != nil {
+		return nil, &NotAvailableError{Message: "connecting to the ControlPlane"}
+	}
+	return &ControlPlaneAccess{
+		Client:     cl.GetClient(),
+		Kubeconfig: SecretKey{Name: secret, Key: KubeconfigKey},
+		ResourceGraphDefinitions: func(ctx context.Context) ([]krov1alpha1.ResourceGraphDefinition, error) {
+			switch c.events.RGDWatch(name, cl) {
+			case controlplane.RGDNoCRD:
+				return nil, nil
+			case controlplane.RGDWatching:
+				list := &krov1alpha1.ResourceGraphDefinitionList{}
+				if err := cl.GetClient().List(ctx, list); err != nil {
+					return nil, fmt.Errorf("listing ResourceGraphDefinitions: %w", err)
+				}
+				sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
+				return list.Items, nil
+			default:
+				return nil, errRGDsUnknown
+			}
+		},
+	}, nil
+}
+
+func (c *engagedControlPlanes) Release(ctx context.Context, kro *v1alpha1.Kro) error {
+	c.provider.Remove(clusters.ClusterName(client.ObjectKeyFromObject(kro)))
+	if c.mode != AccessOpenMCP {
+		return nil
+	}
+	ar, err := clusters.NewAccessRequest(c.providerName, client.ObjectKeyFromObject(kro))
+	if err != nil {
+		return err
+	}
+	if err := c.platform.Delete(ctx, ar); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting AccessRequest %s/%s: %w", ar.Namespace, ar.Name, err)
+	}
+	return nil
+}
+
+// kubeconfig finds the ControlPlane's kubeconfig secret and its content.
+func (c *engagedControlPlanes) kubeconfig(ctx context.Context, kro *v1alpha1.Kro, tenantNamespace string) (string, []byte, error) {
+	if c.mode == AccessOpenMCP {
+		return c.openmcpKubeconfig(ctx, kro)
+	}
 	list := &corev1.SecretList{}
-	if err := s.cache.List(ctx, list, client.InNamespace(tenantNamespace), client.MatchingLabels{LabelControlPlaneKubeconfig: "true"}); err != nil {
-		return nil, fmt.Errorf("listing kubeconfig secrets in %s: %w", tenantNamespace, err)
+	if err := c.kubeconfigs.List(ctx, list, client.InNamespace(tenantNamespace)); err != nil {
+		return "", nil, fmt.Errorf("listing kubeconfig secrets in %s: %w", tenantNamespace, err)
 	}
 	if len(list.Items) == 0 {
-		s.forget(tenantNamespace)
-		return nil, &NotAvailableError{Gone: true, Message: fmt.Sprintf(
+		return "", nil, &NotAvailableError{Gone: true, Message: fmt.Sprintf(
 			"waiting for the ControlPlane's kubeconfig: a Secret in namespace %s on the platform cluster labelled %s=true with the key %q",
 			tenantNamespace, LabelControlPlaneKubeconfig, KubeconfigKey)}
 	}
 	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
 	secret := &list.Items[0]
+	return secretKubeconfig(secret)
+}
+
+// openmcpKubeconfig keeps the ControlPlane's AccessRequest in place and reads the secret
+// openmcp wrote for it once granted.
+func (c *engagedControlPlanes) openmcpKubeconfig(ctx context.Context, kro *v1alpha1.Kro) (string, []byte, error) {
+	desired, err := clusters.NewAccessRequest(c.providerName, client.ObjectKeyFromObject(kro))
+	if err != nil {
+		return "", nil, err
+	}
+	ar := &clustersv1alpha1.AccessRequest{}
+	err = c.kubeconfigs.Get(ctx, client.ObjectKeyFromObject(desired), ar)
+	if apierrors.IsNotFound(err) {
+		if !kro.DeletionTimestamp.IsZero() {
+			return "", nil, &NotAvailableError{Gone: true, Message: fmt.Sprintf("AccessRequest %s/%s is gone", desired.Namespace, desired.Name)}
+		}
+		if err := apply(ctx, c.platform, desired); err != nil {
+			return "", nil, fmt.Errorf("requesting access with AccessRequest %s/%s: %w", desired.Namespace, desired.Name, err)
+		}
+		return "", nil, &NotAvailableError{Message: fmt.Sprintf("waiting for openmcp to grant AccessRequest %s/%s", desired.Namespace, desired.Name)}
+	}
+	if err != nil {
+		return "", nil, fmt.Errorf("reading AccessRequest %s/%s: %w", desired.Namespace, desired.Name, err)
+	}
+	name, err := clusters.GrantedSecret(ar)
+	if err != nil {
+		return "", nil, &NotAvailableError{Message: err.Error()}
+	}
+	secret := &corev1.Secret{}
+	if err := c.reader.Get(ctx, types.NamespacedName{Namespace: ar.Namespace, Name: name}, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", nil, &NotAvailableError{Message: fmt.Sprintf("AccessRequest %s/%s names secret %s, which does not exist", ar.Namespace, ar.Name, name)}
+		}
+		return "", nil, fmt.Errorf("reading access secret %s/%s: %w", ar.Namespace, name, err)
+	}
+	return secretKubeconfig(secret)
+}
+
+func secretKubeconfig(secret *corev1.Secret) (string, []byte, error) {
 	data := secret.Data[KubeconfigKey]
 	if len(data) == 0 {
-		return nil, &NotAvailableError{Message: fmt.Sprintf("the ControlPlane's kubeconfig secret %s/%s has no key %q", secret.Namespace, secret.Name, KubeconfigKey)}
+		return secret.Name, nil, &NotAvailableError{Message: fmt.Sprintf("the ControlPlane's kubeconfig secret %s/%s has no key %q", secret.Namespace, secret.Name, KubeconfigKey)}
 	}
-	c, err := s.client(tenantNamespace, data)
-	if err != nil {
-		return nil, &NotAvailableError{Message: fmt.Sprintf("the ControlPlane's kubeconfig secret %s/%s holds no usable kubeconfig: %s", secret.Namespace, secret.Name, summarize(err))}
-	}
-	return &ControlPlaneAccess{Client: c, Kubeconfig: SecretKey{Name: secret.Name, Key: KubeconfigKey}}, nil
-}
-
-func (s *StandaloneControlPlanes) client(tenantNamespace string, kubeconfig []byte) (client.Client, error) {
-	key := sha256.Sum256(kubeconfig)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c, ok := s.clients[tenantNamespace]; ok && c.kubeconfig == key {
-		return c.client, nil
-	}
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
-	if err != nil {
-		return nil, err
-	}
-	// An unreachable ControlPlane must not hold a reconcile for long.
-	cfg.Timeout = controlPlaneTimeout
-	c, err := client.New(cfg, client.Options{Scheme: s.scheme})
-	if err != nil {
-		return nil, err
-	}
-	s.clients[tenantNamespace] = cachedClient{kubeconfig: key, client: c}
-	return c, nil
-}
-
-// forget drops the client of a ControlPlane whose access is gone.
-func (s *StandaloneControlPlanes) forget(tenantNamespace string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.clients, tenantNamespace)
+	return secret.Name, data, nil
 }

@@ -2,16 +2,14 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"sort"
-	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	krov1alpha1 "github.com/kubernetes-sigs/kro/api/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -44,8 +42,9 @@ func (r *KroReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Res
 		return ctrl.Result{}, err
 	}
 	if out == wait {
-		// ResourceGraphDefinitions are not watched yet: look again soon.
-		return ctrl.Result{RequeueAfter: r.deletionRecheck()}, nil
+		// The ControlPlane's RGDs and its engagement are watched: the change that unblocks
+		// the deletion brings the Kro back. The poll is only the safety net.
+		return ctrl.Result{RequeueAfter: s.pollInterval}, nil
 	}
 	s.obs.set(ConditionDeletionBlocked, metav1.ConditionFalse, v1alpha1.ReasonReconcileSuccess, "no ResourceGraphDefinitions block the deletion")
 
@@ -60,6 +59,9 @@ func (r *KroReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Res
 		return ctrl.Result{}, nil
 	}
 	if err := r.removeLeftovers(ctx, s, access); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.ControlPlanes.Release(ctx, s.kro); err != nil {
 		return ctrl.Result{}, err
 	}
 	if err := r.removeFinalizer(ctx, s.kro); err != nil {
@@ -80,11 +82,18 @@ func (r *KroReconciler) guardDeletion(ctx context.Context, s *scope, hr *helmv2.
 	case err != nil && !notAvailable:
 		return nil, proceed, err
 	case access != nil:
-		rgds, err := resourceGraphDefinitions(ctx, access.Client)
+		list, err := access.ResourceGraphDefinitions(ctx)
+		if errors.Is(err, errRGDsUnknown) {
+			msg := "cannot check the ControlPlane for ResourceGraphDefinitions yet: " + err.Error()
+			s.obs.set(ConditionDeletionBlocked, metav1.ConditionTrue, v1alpha1.ReasonReconciling, msg)
+			s.obs.waitingFor = msg
+			return nil, wait, nil
+		}
 		if err != nil {
 			s.obs.waitingFor = "checking the ControlPlane for ResourceGraphDefinitions failed: " + summarize(err)
 			return nil, proceed, err
 		}
+		rgds := rgdNames(list)
 		if len(rgds) > 0 {
 			msg := fmt.Sprintf("%d ResourceGraphDefinitions still exist on the ControlPlane: %s; delete them to let kro be removed",
 				len(rgds), listNames(rgds))
@@ -127,27 +136,11 @@ func (r *KroReconciler) removeLeftovers(ctx context.Context, s *scope, access *C
 	return r.removeChartSecretCopies(ctx, r.PlatformReader, s.kro, s.tenantNamespace, "")
 }
 
-// resourceGraphDefinitions lists the names of the RGDs on a ControlPlane. Without the
-// RGD CRD there are none.
-func resourceGraphDefinitions(ctx context.Context, c client.Client) ([]string, error) {
-	list := &krov1alpha1.ResourceGraphDefinitionList{}
-	if err := c.List(ctx, list); err != nil {
-		if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("listing ResourceGraphDefinitions: %w", err)
+// rgdNames returns the names of RGDs, in their order.
+func rgdNames(list []krov1alpha1.ResourceGraphDefinition) []string {
+	names := make([]string, 0, len(list))
+	for i := range list {
+		names = append(names, list[i].Name)
 	}
-	names := make([]string, 0, len(list.Items))
-	for _, rgd := range list.Items {
-		names = append(names, rgd.Name)
-	}
-	sort.Strings(names)
-	return names, nil
-}
-
-func (r *KroReconciler) deletionRecheck() time.Duration {
-	if r.DeletionRecheck > 0 {
-		return r.DeletionRecheck
-	}
-	return DefaultDeletionRecheck
+	return names
 }

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
@@ -37,6 +38,17 @@ func (r *KroReconciler) observeControlPlane(ctx context.Context, s *scope) (outc
 	s.access = access
 	s.obs.set(ConditionControlPlaneAccess, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess,
 		fmt.Sprintf("the ControlPlane is reached through the kubeconfig in secret %s/%s", s.tenantNamespace, access.Kubeconfig.Name))
+
+	rgds, err := access.ResourceGraphDefinitions(ctx)
+	switch {
+	case errors.Is(err, errRGDsUnknown):
+		s.obs.set(ConditionResourceGraphDefinitionsReady, metav1.ConditionUnknown, v1alpha1.ReasonReconciling, err.Error())
+	case err != nil:
+		return proceed, err
+	default:
+		s.obs.rgds = summarizeRGDs(rgds)
+		rgdCondition(&s.obs, s.obs.rgds)
+	}
 	return proceed, nil
 }
 

@@ -19,10 +19,6 @@ import (
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 )
 
-// DefaultDeletionRecheck is how often a deletion blocked by ResourceGraphDefinitions
-// looks again, as long as the ControlPlane's RGDs are not watched.
-const DefaultDeletionRecheck = 5 * time.Second
-
 // KroReconciler installs kro on a tenant's ControlPlane through Flux objects on the
 // platform cluster, and removes it again when the Kro is deleted.
 type KroReconciler struct {
@@ -41,8 +37,6 @@ type KroReconciler struct {
 	// PodNamespace is the provider's namespace on the platform cluster, where the source
 	// pull secrets live.
 	PodNamespace string
-	// DeletionRecheck overrides DefaultDeletionRecheck.
-	DeletionRecheck time.Duration
 }
 
 // outcome of a step that did not fail.

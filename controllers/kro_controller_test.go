@@ -49,7 +49,7 @@ func TestHappyPathToReady(t *testing.T) {
 	g.Expect(repo.Spec.Reference).To(Equal(&sourcev1.OCIRepositoryRef{Tag: "0.9.3"}))
 	g.Expect(repo.Spec.SecretRef).NotTo(BeNil())
 	g.Expect(repo.Spec.SecretRef.Name).To(Equal(providerName + "-" + chartSecret))
-	g.Expect(repo.Spec.Interval.Duration).To(Equal(time.Minute))
+	g.Expect(repo.Spec.Interval.Duration).To(Equal(suitePollInterval))
 	g.Expect(repo.Labels).To(HaveKeyWithValue(LabelKroName, "cp-1"))
 	g.Expect(repo.Labels).To(HaveKeyWithValue(LabelKroNamespace, ns))
 	g.Expect(repo.Labels).To(HaveKeyWithValue(LabelManagedBy, ManagedByValue))
@@ -76,7 +76,7 @@ func TestHappyPathToReady(t *testing.T) {
 	g.Expect(hr.Spec.Upgrade.Remediation.Retries).To(BeNumerically(">", 0))
 	g.Expect(*hr.Spec.Upgrade.Remediation.Strategy).To(Equal(helmv2.RollbackRemediationStrategy))
 	g.Expect(hr.Spec.Install.Remediation.Retries).To(BeNumerically(">", 0))
-	g.Expect(hr.Spec.Interval.Duration).To(Equal(time.Minute))
+	g.Expect(hr.Spec.Interval.Duration).To(Equal(suitePollInterval))
 	g.Expect(string(hr.Spec.Values.Raw)).To(ContainSubstring(`"logLevel":"debug"`))
 	g.Expect(string(hr.Spec.Values.Raw)).To(ContainSubstring(imageSecret))
 
@@ -223,7 +223,7 @@ func TestUnknownVersionFixedByProviderConfig(t *testing.T) {
 	}
 	res, err := direct.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(k)})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(res.RequeueAfter).To(Equal(time.Minute))
+	g.Expect(res.RequeueAfter).To(Equal(suitePollInterval))
 
 	// Offering the version fixes it at once, by watch.
 	offerVersion(g, v1alpha1.KroVersion{Version: version, ChartVersion: "1.2.3"})

@@ -2,14 +2,21 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 
 	"github.com/openmcp-project/service-provider-kro/clusters"
+	"github.com/openmcp-project/service-provider-kro/providers/controlplane"
 )
 
 // Options configure the Kro controller.
@@ -18,15 +25,29 @@ type Options struct {
 	ProviderName string
 	// PodNamespace is the provider's namespace on the platform cluster.
 	PodNamespace string
-	// DeletionRecheck overrides DefaultDeletionRecheck.
-	DeletionRecheck time.Duration
+	// Access says where ControlPlane kubeconfigs come from; standalone by default.
+	Access AccessMode
+	// ProbeInterval is how often an engaged ControlPlane is checked for reachability
+	// (default 15s).
+	ProbeInterval time.Duration
+	// MaxBackoff bounds the wait between connection attempts to an unreachable
+	// ControlPlane (default 2m).
+	MaxBackoff time.Duration
 }
 
-// Setup adds the platform cluster and the standalone access to ControlPlanes to the
-// onboarding cluster's manager, and registers the Kro reconciler with it.
+// Setup wires the provider into the onboarding cluster's manager: the platform cluster,
+// the multicluster-runtime provider with one engaged cluster per ControlPlane, the
+// ControlPlane watches and the Kro reconciler. The manager is the local cluster of a
+// multicluster manager built on it.
 func Setup(ctx context.Context, mgr ctrl.Manager, platformConfig *rest.Config, o Options) error {
 	if o.ProviderName == "" || o.PodNamespace == "" {
 		return fmt.Errorf("the Kro controller needs the provider's name and namespace")
+	}
+	if o.Access == "" {
+		o.Access = AccessStandalone
+	}
+	if o.Access != AccessStandalone && o.Access != AccessOpenMCP {
+		return fmt.Errorf("unknown ControlPlane access mode %q: use %s or %s", o.Access, AccessStandalone, AccessOpenMCP)
 	}
 	platform, err := cluster.New(platformConfig, func(co *cluster.Options) {
 		co.Scheme = clusters.Scheme
@@ -38,22 +59,56 @@ func Setup(ctx context.Context, mgr ctrl.Manager, platformConfig *rest.Config, o
 	if err := mgr.Add(platform); err != nil {
 		return err
 	}
-	controlPlanes, err := NewStandaloneControlPlanes(platformConfig, clusters.Scheme)
+	access, err := accessCache(platform, o.Access, o.ProviderName)
+	if err != nil {
+		return fmt.Errorf("creating the cache of ControlPlane access: %w", err)
+	}
+	if err := mgr.Add(access); err != nil {
+		return err
+	}
+
+	log := mgr.GetLogger()
+	events := controlplane.NewEvents(log.WithName("controlplane-events"))
+	provider := controlplane.New(controlplane.Options{
+		ClusterOptions: []cluster.Option{controlplane.ClusterOptions(labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue}))},
+		ProbeInterval:  o.ProbeInterval,
+		MaxBackoff:     o.MaxBackoff,
+		OnChange:       events.Notify,
+		Log:            log.WithName("controlplane-provider"),
+	})
+	mc, err := mcmanager.WithMultiCluster(mgr, provider)
 	if err != nil {
 		return err
 	}
-	if err := mgr.Add(controlPlanes); err != nil {
+	if err := mc.Add(events); err != nil {
 		return err
 	}
+	// The multicluster manager starts its provider only from its own Start; the caller
+	// starts the local manager, so the provider joins it as a runnable.
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return provider.Start(ctx, mc) })); err != nil {
+		return err
+	}
+	// A second provider in one process (tests) keeps the first one's metrics.
+	if err := metrics.Registry.Register(provider.Collector()); err != nil && !errors.As(err, &prometheus.AlreadyRegisteredError{}) {
+		return fmt.Errorf("registering ControlPlane metrics: %w", err)
+	}
+
 	r := &KroReconciler{
-		Onboarding:      mgr.GetClient(),
-		Platform:        platform.GetClient(),
-		PlatformReader:  platform.GetAPIReader(),
-		ControlPlanes:   controlPlanes,
-		Recorder:        mgr.GetEventRecorder("service-provider-" + o.ProviderName),
-		ProviderName:    o.ProviderName,
-		PodNamespace:    o.PodNamespace,
-		DeletionRecheck: o.DeletionRecheck,
+		Onboarding:     mgr.GetClient(),
+		Platform:       platform.GetClient(),
+		PlatformReader: platform.GetAPIReader(),
+		ControlPlanes: &engagedControlPlanes{
+			mode:         o.Access,
+			providerName: o.ProviderName,
+			platform:     platform.GetClient(),
+			reader:       platform.GetAPIReader(),
+			kubeconfigs:  access,
+			provider:     provider,
+			events:       events,
+		},
+		Recorder:     mgr.GetEventRecorder("service-provider-" + o.ProviderName),
+		ProviderName: o.ProviderName,
+		PodNamespace: o.PodNamespace,
 	}
 	if err := r.SetupWithManager(ctx, mgr, platform); err != nil {
 		return fmt.Errorf("setting up the Kro controller: %w", err)

@@ -44,7 +44,9 @@ type observation struct {
 	conditions   []metav1.Condition
 	managed      []v1alpha1.ManagedResource
 	chartVersion string
-	deleting     bool
+	// rgds summarises the ControlPlane's RGDs; nil when they could not be read this time.
+	rgds     *v1alpha1.ResourceGraphDefinitionSummary
+	deleting bool
 	// waitingFor says what a deletion waits for.
 	waitingFor string
 }
@@ -85,6 +87,10 @@ func computeStatus(old v1alpha1.KroStatus, generation int64, obs observation, no
 	if obs.deleting {
 		chartVersion = old.ChartVersion
 	}
+	rgds := old.ResourceGraphDefinitions
+	if obs.rgds != nil {
+		rgds = obs.rgds
+	}
 	return v1alpha1.KroStatus{
 		CommonStatus: v1alpha1.CommonStatus{
 			ObservedGeneration: generation,
@@ -93,7 +99,7 @@ func computeStatus(old v1alpha1.KroStatus, generation int64, obs observation, no
 		},
 		ChartVersion:             chartVersion,
 		ManagedResources:         obs.managed,
-		ResourceGraphDefinitions: old.ResourceGraphDefinitions,
+		ResourceGraphDefinitions: rgds,
 	}
 }
 
@@ -111,7 +117,7 @@ func readyCondition(obs observation) metav1.Condition {
 	}
 	helmReady := false
 	for _, c := range obs.conditions {
-		if c.Type == ConditionDeletionBlocked {
+		if c.Type == ConditionDeletionBlocked || c.Type == ConditionResourceGraphDefinitionsReady {
 			continue
 		}
 		if c.Status != metav1.ConditionTrue {

@@ -37,6 +37,9 @@ const (
 	podNamespace = "provider-system"
 	// baseVersion is on offer for the whole run.
 	baseVersion = "v0.9.3"
+	// suitePollInterval is ten minutes: every reaction the tests wait for must come from
+	// a watch, never from the safety-net poll.
+	suitePollInterval = 10 * time.Minute
 )
 
 var (
@@ -111,7 +114,8 @@ func prepare(ctx context.Context) error {
 	pc := &v1alpha1.ProviderConfig{
 		ObjectMeta: metav1.ObjectMeta{Name: providerName},
 		Spec: v1alpha1.ProviderConfigSpec{
-			Versions: []v1alpha1.KroVersion{{Version: baseVersion, ChartVersion: "0.9.3"}},
+			PollInterval: &metav1.Duration{Duration: suitePollInterval},
+			Versions:     []v1alpha1.KroVersion{{Version: baseVersion, ChartVersion: "0.9.3"}},
 		},
 	}
 	return platform.Client.Create(ctx, pc)
@@ -127,7 +131,7 @@ func startManager(ctx context.Context, done chan<- error) error {
 	if err != nil {
 		return err
 	}
-	if err := Setup(ctx, mgr, platform.Config, Options{ProviderName: providerName, PodNamespace: podNamespace, DeletionRecheck: time.Second}); err != nil {
+	if err := Setup(ctx, mgr, platform.Config, Options{ProviderName: providerName, PodNamespace: podNamespace, ProbeInterval: 500 * time.Millisecond, MaxBackoff: 2 * time.Second}); err != nil {
 		return err
 	}
 	go func() { done <- mgr.Start(ctx) }()

@@ -58,15 +58,16 @@ func (r *KroReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, 
 		return fmt.Errorf("indexing Kros by tenant namespace: %w", err)
 	}
 	inTenantNamespace := handler.EnqueueRequestsFromMapFunc(r.krosInTenantNamespace)
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.Kro{}, builder.WithPredicates(kroChanged{})).
 		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &v1alpha1.ProviderConfig{}, handler.EnqueueRequestsFromMapFunc(r.krosOfProviderConfig))).
 		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.krosOfSecret))).
 		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &sourcev1.OCIRepository{}, inTenantNamespace)).
-		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &helmv2.HelmRelease{}, inTenantNamespace)).
-		WatchesRawSource(r.ControlPlanes.Source(inTenantNamespace)).
-		Named("kro").
-		Complete(r)
+		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &helmv2.HelmRelease{}, inTenantNamespace))
+	for _, src := range r.ControlPlanes.Sources(inTenantNamespace) {
+		b = b.WatchesRawSource(src)
+	}
+	return b.Named("kro").Complete(r)
 }
 
 // kroChanged lets through what a reconcile must see: spec changes, the start of

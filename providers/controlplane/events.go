@@ -256,4 +256,3 @@ func (e *Events) setRGDWatch(name multicluster.ClusterName, w *clusterWatch, s R
 		e.Notify(name)
 	}
 }
-

@@ -6,8 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 	"sync"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
@@ -75,12 +75,14 @@ func startCluster(assets string, o ClusterOptions) (*Cluster, error) {
 		return nil, err
 	}
 	env := &envtest.Environment{
-		ControlPlane:          envtest.ControlPlane{APIServer: &envtest.APIServer{CertDir: certDir}},
-		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     o.CRDDirs,
-		CRDs:                  o.CRDs,
-		ErrorIfCRDPathMissing: true,
-		Scheme:                clusters.Scheme,
+		ControlPlane: envtest.ControlPlane{APIServer: &envtest.APIServer{CertDir: certDir}},
+		// With clients' watches open, a graceful stop can take long; tests kill it.
+		ControlPlaneStopTimeout: 2 * time.Second,
+		BinaryAssetsDirectory:   assets,
+		CRDDirectoryPaths:       o.CRDDirs,
+		CRDs:                    o.CRDs,
+		ErrorIfCRDPathMissing:   true,
+		Scheme:                  clusters.Scheme,
 	}
 	cfg, err := env.Start()
 	if err != nil {
@@ -111,7 +113,11 @@ func (c *Cluster) Stop() error {
 	if c == nil || c.env == nil {
 		return nil
 	}
-	err := c.env.Stop()
+	// Stop the API server first, without waiting for clients' watches to drain.
+	err := c.StopAPIServer()
+	if e := c.env.Stop(); err == nil {
+		err = e
+	}
 	_ = os.RemoveAll(c.certDir)
 	return err
 }
@@ -122,9 +128,7 @@ func (c *Cluster) Stop() error {
 // The API server is asked to stop and killed after two seconds: with watches open it can
 // take far longer to drain, and a ControlPlane that vanishes is what tests want anyway.
 func (c *Cluster) StopAPIServer() error {
-	s := c.env.ControlPlane.APIServer
-	s.StopTimeout = 2 * time.Second
-	if err := s.Stop(); err != nil && !strings.Contains(err.Error(), "timeout waiting for process") {
+	if err := c.env.ControlPlane.APIServer.Stop(); err != nil && !strings.Contains(err.Error(), "timeout waiting for process") {
 		return err
 	}
 	return nil

@@ -1,0 +1,36 @@
+// Package platform holds the RBAC markers of what the provider does on the platform
+// cluster, and nothing else. `task generate` turns them into the ClusterRole
+// service-provider-kro-platform and the Role service-provider-kro-platform (in the
+// provider's namespace) in config/rbac/platform/role.yaml. The test in
+// cmd/service-provider-kro (TestRunWithGeneratedRBAC) runs the provider with only these
+// permissions through a Kro's whole life; docs/rbac.md explains each rule.
+//
+// Cluster-wide, because every ControlPlane has its own tenant namespace, created on
+// demand:
+//   - ProviderConfigs: cluster-scoped; read through the cache.
+//   - Namespaces: the tenant namespace is read and, where openmcp has not made it yet,
+//     created. Nothing is ever updated or deleted.
+//   - Secrets: list and watch everywhere, because the caches select the provider's own
+//     copies and the ControlPlanes' kubeconfig secrets by label, and RBAC cannot restrict
+//     by label; create, patch (server-side apply) and delete for the chart pull secret
+//     copies in tenant namespaces; get for the uncached read of the kubeconfig secret
+//     openmcp names in a granted AccessRequest (list already shows every secret, so get
+//     widens nothing).
+//   - AccessRequests (openmcp mode): the provider applies one per ControlPlane in its
+//     tenant namespace, watches its own by label and deletes it with the Kro.
+//   - OCIRepositories and HelmReleases: applied, watched and deleted in tenant
+//     namespaces; get for the uncached read of a HelmRelease during deletion.
+//
+// In the provider's namespace only (a Role):
+//   - Leases: leader election.
+//   - Events (core/v1): the leader election's events on its Lease.
+package platform
+
+// +kubebuilder:rbac:groups=kro.services.open-control-plane.io,resources=providerconfigs,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;create
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=clusters.openmcp.cloud,resources=accessrequests,verbs=list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=ocirepositories,verbs=list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update,namespace=service-provider-kro-system
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch,namespace=service-provider-kro-system

@@ -1,0 +1,76 @@
+package controllers
+
+import (
+	"fmt"
+
+	krov1alpha1 "github.com/kubernetes-sigs/kro/api/v1alpha1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+)
+
+// ConditionResourceGraphDefinitionsReady sums up the tenant's RGDs on the ControlPlane.
+// It reports the tenant's own definitions, not kro's installation, so it does not take
+// part in Ready.
+const ConditionResourceGraphDefinitionsReady = "ResourceGraphDefinitionsReady"
+
+// ReasonResourceGraphDefinitionsNotReady says that at least one RGD's Ready condition is not True.
+const ReasonResourceGraphDefinitionsNotReady = "ResourceGraphDefinitionsNotReady"
+
+// rgdReadyCondition is kro's root condition on an RGD.
+const rgdReadyCondition = "Ready"
+
+// maxNotReadyRGDs bounds the list of RGDs that are not Ready in the status.
+const maxNotReadyRGDs = 10
+
+// summarizeRGDs counts the RGDs and lists those that are not Ready, with the reason and
+// message of their Ready condition. The list must be sorted by name.
+func summarizeRGDs(rgds []krov1alpha1.ResourceGraphDefinition) *v1alpha1.ResourceGraphDefinitionSummary {
+	sum := &v1alpha1.ResourceGraphDefinitionSummary{Total: int32(len(rgds))}
+	for i := range rgds {
+		state := v1alpha1.ResourceGraphDefinitionState{Name: rgds[i].Name, Reason: "Pending", Message: "kro has not reported on it yet"}
+		ready := false
+		for _, c := range rgds[i].Status.Conditions {
+			if string(c.Type) != rgdReadyCondition {
+				continue
+			}
+			ready = c.Status == metav1.ConditionTrue
+			state.Reason, state.Message = deref(c.Reason), shortenMessage(deref(c.Message))
+			if state.Reason == "" {
+				state.Reason = string(c.Status)
+			}
+		}
+		if ready {
+			sum.Ready++
+			continue
+		}
+		if len(sum.NotReady) < maxNotReadyRGDs {
+			sum.NotReady = append(sum.NotReady, state)
+		}
+	}
+	return sum
+}
+
+// rgdCondition turns the summary into the Kro's condition.
+func rgdCondition(obs *observation, sum *v1alpha1.ResourceGraphDefinitionSummary) {
+	notReady := sum.Total - sum.Ready
+	if notReady == 0 {
+		obs.set(ConditionResourceGraphDefinitionsReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess,
+			fmt.Sprintf("%d ResourceGraphDefinitions on the ControlPlane, all Ready", sum.Total))
+		return
+	}
+	names := make([]string, 0, len(sum.NotReady))
+	for _, s := range sum.NotReady {
+		names = append(names, s.Name+" ("+s.Reason+")")
+	}
+	obs.set(ConditionResourceGraphDefinitionsReady, metav1.ConditionFalse, ReasonResourceGraphDefinitionsNotReady,
+		fmt.Sprintf("%d of %d ResourceGraphDefinitions on the ControlPlane are not Ready: %s; see status.resourceGraphDefinitions and each RGD's status",
+			notReady, sum.Total, listNames(names)))
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
