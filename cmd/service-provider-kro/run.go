@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -22,6 +23,8 @@ type runOptions struct {
 	platformKubeconfig   string
 	providerName         string
 	podNamespace         string
+	access               string
+	probeInterval        time.Duration
 	metricsAddr          string
 	probeAddr            string
 	leaderElect          bool
@@ -34,6 +37,8 @@ func (o *runOptions) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.platformKubeconfig, "platform-kubeconfig", "", "kubeconfig of the platform cluster, where the ProviderConfig, Flux and the tenant namespaces live (default: the ambient kubeconfig)")
 	fs.StringVar(&o.providerName, "provider-name", "kro", "name of this provider; its ProviderConfig carries the same name")
 	fs.StringVar(&o.podNamespace, "pod-namespace", os.Getenv("POD_NAMESPACE"), "the provider's namespace on the platform cluster, which holds the source pull secrets (default: $POD_NAMESPACE)")
+	fs.StringVar(&o.access, "controlplane-access", string(controllers.AccessStandalone), "where ControlPlane kubeconfigs come from: standalone (a secret labelled "+controllers.LabelControlPlaneKubeconfig+"=true in the tenant namespace) or openmcp (an AccessRequest per ControlPlane)")
+	fs.DurationVar(&o.probeInterval, "controlplane-probe-interval", 15*time.Second, "how often each engaged ControlPlane is checked for reachability")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the metrics endpoint; 0 disables it")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of the health and readiness endpoints")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader on the platform cluster so that only one replica reconciles")
@@ -81,7 +86,12 @@ func runManager(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
-	if err := controllers.Setup(ctx, mgr, platform, controllers.Options{ProviderName: o.providerName, PodNamespace: o.podNamespace}); err != nil {
+	if err := controllers.Setup(ctx, mgr, platform, controllers.Options{
+		ProviderName:  o.providerName,
+		PodNamespace:  o.podNamespace,
+		Access:        controllers.AccessMode(o.access),
+		ProbeInterval: o.probeInterval,
+	}); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
