@@ -91,7 +91,7 @@ func (r *KroReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl
 	before := kro.Status.DeepCopy()
 	s := &scope{kro: kro, tenantNamespace: tenantNamespace, pollInterval: defaultPollInterval()}
 	defer func() {
-		retErr = errors.Join(retErr, r.writeStatus(ctx, s, before))
+		retErr = errors.Join(retErr, r.writeStatus(ctx, s, before, retErr))
 	}()
 
 	if !kro.DeletionTimestamp.IsZero() {
@@ -130,11 +130,14 @@ func (r *KroReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl
 
 // writeStatus patches the status when it changed, and emits events for the conditions
 // that changed. An idle reconcile writes nothing.
-func (r *KroReconciler) writeStatus(ctx context.Context, s *scope, before *v1alpha1.KroStatus) error {
+// The reconcile's error only counts towards the outcome metric.
+func (r *KroReconciler) writeStatus(ctx context.Context, s *scope, before *v1alpha1.KroStatus, reconcileErr error) error {
 	if s.finalized {
 		return nil
 	}
-	updated := computeStatus(*before, s.kro.Generation, s.obs, metav1.Now())
+	now := metav1.Now()
+	updated := computeStatus(*before, s.kro.Generation, s.obs, now)
+	observeReconcile(s.kro, before, &updated, reconcileErr, now.Time)
 	if equality.Semantic.DeepEqual(*before, updated) {
 		return nil
 	}

@@ -93,6 +93,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, platformConfig *rest.Config, o
 		return fmt.Errorf("registering ControlPlane metrics: %w", err)
 	}
 
+	if err := registerMetrics(metrics.Registry, mgr.GetClient()); err != nil {
+		return fmt.Errorf("registering metrics: %w", err)
+	}
 	r := &KroReconciler{
 		Onboarding:     mgr.GetClient(),
 		Platform:       platform.GetClient(),
