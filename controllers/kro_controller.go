@@ -8,6 +8,7 @@ import (
 
 	"github.com/openmcp-project/openmcp-operator/api/constants"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -79,7 +80,13 @@ type step struct {
 func (r *KroReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
 	kro := &v1alpha1.Kro{}
 	if err := r.Onboarding.Get(ctx, req.NamespacedName, kro); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		if apierrors.IsNotFound(err) {
+			// Gone without our finalizer's cleanup (force-deleted): at least nothing is
+			// left engaged or requested for its ControlPlane.
+			kro.Name, kro.Namespace = req.Name, req.Namespace
+			return ctrl.Result{}, r.ControlPlanes.Release(ctx, kro)
+		}
+		return ctrl.Result{}, err
 	}
 	if kro.Annotations[constants.OperationAnnotation] == constants.OperationAnnotationValueIgnore {
 		return ctrl.Result{}, nil

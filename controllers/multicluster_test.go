@@ -232,3 +232,22 @@ func TestRotatedKubeconfigWithRevokedToken(t *testing.T) {
 	k = eventuallyCondition(g, k, ConditionControlPlaneAccess, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess)
 	g.Expect(getHelmRelease(g, k).Spec.KubeConfig.SecretRef.Name).To(Equal("controlplane-access"))
 }
+
+func TestForceDeletedKroIsDisengaged(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	engaged := func(g Gomega) float64 {
+		return metricValue(g, "service_provider_kro_controlplanes", map[string]string{"phase": "Engaged"})
+	}
+	ns := newNamespace(t, g)
+	k := readyKro(t, g, ns, "forced", baseVersion)
+	before := engaged(g)
+
+	// Someone removes the finalizer by hand and the Kro goes without cleanup.
+	k = getKro(g, k)
+	k.Finalizers = nil
+	g.Expect(onboarding.Client.Update(ctx, k)).To(Succeed())
+	deleteKro(g, k)
+	eventuallyGone(g, onboarding.Client, k)
+	g.Eventually(engaged, timeout, interval).Should(Equal(before - 1))
+}
