@@ -1,0 +1,70 @@
+package testenv
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// KroControllerOptions configures StartKroController.
+type KroControllerOptions struct {
+	// Name names the process and its log file; default "kro-controller".
+	Name string
+	// Kubeconfig is a self-contained kubeconfig of the cluster kro runs against (a
+	// ControlPlane). kro's CRDs must be installed there (by its chart, or InstallCRDs
+	// with KroCRDDir).
+	Kubeconfig []byte
+	// Dir holds the kubeconfig and the log.
+	Dir string
+	// Args are extra flags for the controller.
+	Args []string
+}
+
+// StartKroController builds (once) and runs kro's controller as a process, leader
+// election off and its ports on loopback, and waits until it reports ready.
+func StartKroController(ctx context.Context, log io.Writer, opts KroControllerOptions) (*Process, error) {
+	bin, err := KroController.Path(ctx, log)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Name == "" {
+		opts.Name = "kro-controller"
+	}
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	kubeconfig := filepath.Join(opts.Dir, opts.Name+".kubeconfig")
+	if err := os.WriteFile(kubeconfig, opts.Kubeconfig, 0o600); err != nil {
+		return nil, err
+	}
+	addrs, err := FreeLoopbackAddrs(2)
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{
+		"--leader-elect=false",
+		"--metrics-bind-address=" + addrs[0],
+		"--health-probe-bind-address=" + addrs[1],
+	}, opts.Args...)
+	p, err := StartProcess(opts.Name, opts.Dir, []string{"KUBECONFIG=" + kubeconfig, "HOME=" + opts.Dir}, bin, args...)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitHealthy(ctx, p, "http://"+addrs[1]+"/readyz", time.Minute); err != nil {
+		_ = p.Stop()
+		return nil, err
+	}
+	return p, nil
+}
+
+// InstallCRDs installs the CRD manifests in dirs into the cluster of cfg and waits
+// until they are served.
+func InstallCRDs(cfg *rest.Config, dirs ...string) error {
+	_, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: dirs, ErrorIfPathMissing: true})
+	return err
+}
