@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -250,4 +251,32 @@ func TestForceDeletedKroIsDisengaged(t *testing.T) {
 	deleteKro(g, k)
 	eventuallyGone(g, onboarding.Client, k)
 	g.Eventually(engaged, timeout, interval).Should(Equal(before - 1))
+}
+
+func TestBrokenKubeconfigIsReported(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t, g)
+	k := newKro(g, ns, "broken-access", baseVersion)
+	tenant := tenantNamespace(g, k)
+	g.Expect(client.IgnoreAlreadyExists(platform.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenant}}))).To(Succeed())
+	access := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "controlplane-access", Namespace: tenant, Labels: map[string]string{LabelControlPlaneKubeconfig: "true"}},
+		Data:       map[string][]byte{KubeconfigKey: []byte("apiVersion: v1\nclusters: [oops")},
+	}
+	g.Expect(platform.Client.Create(ctx, access)).To(Succeed())
+	k = eventuallyCondition(g, k, ConditionControlPlaneAccess, metav1.ConditionFalse, v1alpha1.ReasonReconciling,
+		"kubeconfig in secret "+tenant+"/controlplane-access is unusable", "cannot be parsed")
+	g.Expect(string(mustJSON(g, k.Status))).NotTo(ContainSubstring("oops"), "the secret's content stays out of the status")
+
+	// Fixed by writing a working kubeconfig.
+	access.Data[KubeconfigKey] = controlPlane.Kubeconfig
+	g.Expect(platform.Client.Update(ctx, access)).To(Succeed())
+	eventuallyCondition(g, k, ConditionControlPlaneAccess, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess)
+}
+
+func mustJSON(g Gomega, v any) []byte {
+	data, err := json.Marshal(v)
+	g.Expect(err).NotTo(HaveOccurred())
+	return data
 }
