@@ -1,20 +1,22 @@
 // Package onboarding holds the RBAC markers of what the provider does on the onboarding
 // cluster, and nothing else. `task generate` turns them into the ClusterRole
-// service-provider-kro-onboarding in config/rbac/onboarding/role.yaml. The test in
-// cmd/service-provider-kro (TestRunWithGeneratedRBAC) runs the provider with only these
-// permissions through a Kro's whole life; docs/rbac.md explains each rule.
+// service-provider-kro-onboarding in config/rbac/onboarding/role.yaml. The tests in
+// cmd/service-provider-kro/rbac_test.go run the provider with only these permissions
+// through a Kro's whole life; docs/rbac.md explains each rule.
 //
 // Cluster-wide, because Kros live in every ControlPlane's namespace:
-//   - Kros: the manager's cache lists and watches them; the reconciler patches them to add
-//     and remove its finalizer and to drop the operation annotation.
+//   - Kros: the manager's cache lists and watches them (every read goes through it, so no
+//     get); the reconciler patches them to add and remove its finalizer and to drop the
+//     operation annotation.
 //   - Kros' status: one merge patch per reconcile that changed something.
-//   - Events (events.k8s.io): the reconciler's events on Kros.
+//   - Events (events.k8s.io): the reconciler's events on Kros; patch counts up a
+//     repeated event.
 //
 // Not granted: update on kros/finalizers. The provider sets no owner references on
 // other objects pointing at a Kro, so OwnerReferencesPermissionEnforcement never asks
 // for it; the finalizer itself is added with a patch of the Kro.
 package onboarding
 
-// +kubebuilder:rbac:groups=kro.services.open-control-plane.io,resources=kros,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=kro.services.open-control-plane.io,resources=kros,verbs=list;watch;patch
 // +kubebuilder:rbac:groups=kro.services.open-control-plane.io,resources=kros/status,verbs=patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch

@@ -1,13 +1,13 @@
 // Package platform holds the RBAC markers of what the provider does on the platform
 // cluster, and nothing else. `task generate` turns them into the ClusterRole
 // service-provider-kro-platform and the Role service-provider-kro-platform (in the
-// provider's namespace) in config/rbac/platform/role.yaml. The test in
-// cmd/service-provider-kro (TestRunWithGeneratedRBAC) runs the provider with only these
-// permissions through a Kro's whole life; docs/rbac.md explains each rule.
+// provider's namespace) in config/rbac/platform/role.yaml. The tests in
+// cmd/service-provider-kro/rbac_test.go run the provider with only these permissions
+// through a Kro's whole life; docs/rbac.md explains each rule.
 //
 // Cluster-wide, because every ControlPlane has its own tenant namespace, created on
 // demand:
-//   - ProviderConfigs: cluster-scoped; read through the cache.
+//   - ProviderConfigs: cluster-scoped; read through the cache only (no get).
 //   - Namespaces: the tenant namespace is read and, where openmcp has not made it yet,
 //     created. Nothing is ever updated or deleted.
 //   - Secrets: list and watch everywhere, because the caches select the provider's own
@@ -23,10 +23,11 @@
 //
 // In the provider's namespace only (a Role):
 //   - Leases: leader election.
-//   - Events (core/v1): the leader election's events on its Lease.
+//   - Events (core/v1): the leader election's events on its Lease; patch counts up a
+//     repeated one.
 package platform
 
-// +kubebuilder:rbac:groups=kro.services.open-control-plane.io,resources=providerconfigs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kro.services.open-control-plane.io,resources=providerconfigs,verbs=list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;create
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=clusters.openmcp.cloud,resources=accessrequests,verbs=list;watch;create;patch;delete
