@@ -66,6 +66,9 @@ type NotAvailableError struct {
 	// Gone is true when there is no access at all, as opposed to access that does not work.
 	// A ControlPlane that is gone cannot be cleaned up, so deletion does not wait for it.
 	Gone bool
+	// Connecting is true while the first connection with a new kubeconfig is under way
+	// (after a start of the provider, or a rotation): nothing is known yet, good or bad.
+	Connecting bool
 }
 
 func (e *NotAvailableError) Error() string { return e.Message }
@@ -151,11 +154,11 @@ func (c *engagedControlPlanes) Access(ctx context.Context, kro *v1alpha1.Kro) (*
 		return nil, &NotAvailableError{Message: fmt.Sprintf("the ControlPlane does not answer (since %s): %s; retrying with backoff",
 			state.Since.UTC().Format(time.RFC3339), state.Message)}
 	default:
-		return nil, &NotAvailableError{Message: "connecting to the ControlPlane"}
+		return nil, &NotAvailableError{Connecting: true, Message: "connecting to the ControlPlane"}
 	}
 	cl, err := c.provider.Get(ctx, name)
 	if err != nil {
-		return nil, &NotAvailableError{Message: "connecting to the ControlPlane"}
+		return nil, &NotAvailableError{Connecting: true, Message: "connecting to the ControlPlane"}
 	}
 	return &ControlPlaneAccess{
 		Client:     cl.GetClient(),

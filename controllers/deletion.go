@@ -114,6 +114,7 @@ func (r *KroReconciler) guardDeletion(ctx context.Context, s *scope, hr *helmv2.
 		}
 		return nil, proceed, nil
 	default:
+		s.undecided = na.Connecting
 		msg := "cannot check the ControlPlane for ResourceGraphDefinitions: " + na.Message
 		s.obs.set(ConditionDeletionBlocked, metav1.ConditionTrue, v1alpha1.ReasonReconcileError, msg)
 		s.obs.waitingFor = msg

@@ -29,6 +29,7 @@ func (r *KroReconciler) reconcileOCIRepository(ctx context.Context, s *scope) (o
 func (r *KroReconciler) observeControlPlane(ctx context.Context, s *scope) (outcome, error) {
 	access, err := r.ControlPlanes.Access(ctx, s.kro)
 	if na, ok := asNotAvailable(err); ok {
+		s.undecided = na.Connecting
 		s.obs.set(ConditionControlPlaneAccess, metav1.ConditionFalse, v1alpha1.ReasonReconciling, na.Message)
 		return wait, nil
 	}

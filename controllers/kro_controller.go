@@ -38,6 +38,8 @@ type KroReconciler struct {
 	// PodNamespace is the provider's namespace on the platform cluster, where the source
 	// pull secrets live.
 	PodNamespace string
+	// MaxConcurrentReconciles is how many Kros are reconciled at once (default 10).
+	MaxConcurrentReconciles int
 }
 
 // outcome of a step that did not fail.
@@ -66,6 +68,10 @@ type scope struct {
 	access       *ControlPlaneAccess
 	// finalized: the finalizer is gone, so is the Kro; no status to write.
 	finalized bool
+	// undecided: the ControlPlane is still being connected, so this reconcile knows less
+	// than the status already says; it leaves the status alone. The engagement's outcome
+	// brings the Kro back.
+	undecided bool
 }
 
 // step is one part of the reconcile. Its error is reported under cond.
@@ -139,7 +145,7 @@ func (r *KroReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl
 // that changed. An idle reconcile writes nothing.
 // The reconcile's error only counts towards the outcome metric.
 func (r *KroReconciler) writeStatus(ctx context.Context, s *scope, before *v1alpha1.KroStatus, reconcileErr error) error {
-	if s.finalized {
+	if s.finalized || s.undecided {
 		return nil
 	}
 	now := metav1.Now()
@@ -184,6 +190,13 @@ func (r *KroReconciler) consumeReconcileOperation(ctx context.Context, kro *v1al
 	}
 	patch := []byte(`{"metadata":{"annotations":{"` + constants.OperationAnnotation + `":null}}}`)
 	return client.IgnoreNotFound(r.Onboarding.Patch(ctx, kro, client.RawPatch(types.MergePatchType, patch)))
+}
+
+func (r *KroReconciler) concurrency() int {
+	if r.MaxConcurrentReconciles > 0 {
+		return r.MaxConcurrentReconciles
+	}
+	return 10
 }
 
 func defaultPollInterval() time.Duration {

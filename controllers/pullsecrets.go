@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -60,7 +61,7 @@ func (r *KroReconciler) reconcileChartPullSecret(ctx context.Context, s *scope) 
 
 	if name := s.version.ChartPullSecret; name != "" {
 		cp := newSecretCopy(s.kro, r.ProviderName, RoleChartPullSecret, s.sources[name], s.tenantNamespace, chartSecretCopyName(r.ProviderName, name))
-		if err := apply(ctx, r.Platform, cp); err != nil {
+		if err := applySecret(ctx, r.Platform, cp); err != nil {
 			return proceed, fmt.Errorf("copying chart pull secret %q into %s: %w", name, s.tenantNamespace, err)
 		}
 		s.chartSecret = cp.Name
@@ -84,7 +85,7 @@ func (r *KroReconciler) reconcileImagePullSecrets(ctx context.Context, s *scope)
 	}
 	for _, name := range s.imageSecrets {
 		cp := newSecretCopy(s.kro, r.ProviderName, RoleImagePullSecret, s.sources[name], KroNamespace, name)
-		if err := apply(ctx, c, cp); err != nil {
+		if err := applySecret(ctx, c, cp); err != nil {
 			return proceed, fmt.Errorf("copying image pull secret %q: %w", name, err)
 		}
 		s.obs.managed = append(s.obs.managed, managedSecret("controlplane", cp))
@@ -217,4 +218,37 @@ func ensureNamespace(ctx context.Context, c client.Client, name string, labels m
 func apply(ctx context.Context, c client.Client, obj client.Object) error {
 	//nolint:staticcheck // client.Apply with typed objects is what controller-runtime v0.24 offers for Flux kinds.
 	return c.Patch(ctx, obj, client.Apply, clusters.FieldOwner, client.ForceOwnership)
+}
+
+// applySecret applies a secret copy unless the (cached) copy is already as desired, so
+// that a reconcile with nothing to change sends no request at all for it.
+func applySecret(ctx context.Context, c client.Client, desired *corev1.Secret) error {
+	current := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(desired), current); err == nil && secretUpToDate(current, desired) {
+		return nil
+	}
+	return apply(ctx, c, desired)
+}
+
+// secretUpToDate tells whether current carries everything desired sets.
+func secretUpToDate(current, desired *corev1.Secret) bool {
+	if current.Type != desired.Type || !current.DeletionTimestamp.IsZero() || len(current.Data) != len(desired.Data) {
+		return false
+	}
+	for k, v := range desired.Data {
+		if !bytes.Equal(current.Data[k], v) {
+			return false
+		}
+	}
+	for k, v := range desired.Labels {
+		if current.Labels[k] != v {
+			return false
+		}
+	}
+	for k, v := range desired.Annotations {
+		if current.Annotations[k] != v {
+			return false
+		}
+	}
+	return true
 }

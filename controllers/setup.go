@@ -33,6 +33,8 @@ type Options struct {
 	// MaxBackoff bounds the wait between connection attempts to an unreachable
 	// ControlPlane (default 2m).
 	MaxBackoff time.Duration
+	// MaxConcurrentReconciles is how many Kros are reconciled at once (default 10).
+	MaxConcurrentReconciles int
 }
 
 // Setup wires the provider into the onboarding cluster's manager: the platform cluster,
@@ -109,9 +111,10 @@ func Setup(ctx context.Context, mgr ctrl.Manager, platformConfig *rest.Config, o
 			provider:     provider,
 			events:       events,
 		},
-		Recorder:     mgr.GetEventRecorder("service-provider-" + o.ProviderName),
-		ProviderName: o.ProviderName,
-		PodNamespace: o.PodNamespace,
+		Recorder:                mgr.GetEventRecorder("service-provider-" + o.ProviderName),
+		ProviderName:            o.ProviderName,
+		PodNamespace:            o.PodNamespace,
+		MaxConcurrentReconciles: o.MaxConcurrentReconciles,
 	}
 	if err := r.SetupWithManager(ctx, mgr, platform); err != nil {
 		return fmt.Errorf("setting up the Kro controller: %w", err)

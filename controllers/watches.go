@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -67,7 +68,7 @@ func (r *KroReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, 
 	for _, src := range r.ControlPlanes.Sources(inTenantNamespace) {
 		b = b.WatchesRawSource(src)
 	}
-	return b.Named("kro").Complete(r)
+	return b.Named("kro").WithOptions(controller.Options{MaxConcurrentReconciles: r.concurrency()}).Complete(r)
 }
 
 // kroChanged lets through what a reconcile must see: spec changes, the start of

@@ -25,6 +25,7 @@ type runOptions struct {
 	podNamespace         string
 	access               string
 	probeInterval        time.Duration
+	concurrency          int
 	metricsAddr          string
 	probeAddr            string
 	leaderElect          bool
@@ -39,6 +40,7 @@ func (o *runOptions) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.podNamespace, "pod-namespace", os.Getenv("POD_NAMESPACE"), "the provider's namespace on the platform cluster, which holds the source pull secrets (default: $POD_NAMESPACE)")
 	fs.StringVar(&o.access, "controlplane-access", string(controllers.AccessStandalone), "where ControlPlane kubeconfigs come from: standalone (a secret labelled "+controllers.LabelControlPlaneKubeconfig+"=true in the tenant namespace) or openmcp (an AccessRequest per ControlPlane)")
 	fs.DurationVar(&o.probeInterval, "controlplane-probe-interval", 15*time.Second, "how often each engaged ControlPlane is checked for reachability")
+	fs.IntVar(&o.concurrency, "max-concurrent-reconciles", 10, "how many Kros are reconciled at once")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the metrics endpoint; 0 disables it")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of the health and readiness endpoints")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader on the platform cluster so that only one replica reconciles")
@@ -91,6 +93,8 @@ func runManager(ctx context.Context, args []string, stderr io.Writer) error {
 		PodNamespace:  o.podNamespace,
 		Access:        controllers.AccessMode(o.access),
 		ProbeInterval: o.probeInterval,
+
+		MaxConcurrentReconciles: o.concurrency,
 	}); err != nil {
 		return err
 	}
