@@ -7,6 +7,7 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
@@ -16,7 +17,7 @@ import (
 // reconcileOCIRepository applies the chart source and reports its readiness.
 func (r *KroReconciler) reconcileOCIRepository(ctx context.Context, s *scope) (outcome, error) {
 	repo := newOCIRepository(s.kro, r.ProviderName, s.tenantNamespace, s.version, s.chartSecret, s.pollInterval)
-	if err := apply(ctx, r.Platform, repo); err != nil {
+	if err := applyUnlessCurrent(ctx, r.Platform, repo, &sourcev1.OCIRepository{}); err != nil {
 		return proceed, fmt.Errorf("applying OCIRepository %s/%s: %w", repo.Namespace, repo.Name, err)
 	}
 	status, message := fluxReadiness(repo.Generation, repo.Status.ObservedGeneration, repo.Status.Conditions)
@@ -43,7 +44,13 @@ func (r *KroReconciler) observeControlPlane(ctx context.Context, s *scope) (outc
 	rgds, err := access.ResourceGraphDefinitions(ctx)
 	switch {
 	case errors.Is(err, errRGDsUnknown):
-		s.obs.set(ConditionResourceGraphDefinitionsReady, metav1.ConditionUnknown, v1alpha1.ReasonReconciling, err.Error())
+		// Right after an engagement (a restart, a rotation) the RGDs are not known yet:
+		// keep what was reported before rather than flip to Unknown and back.
+		if prev := meta.FindStatusCondition(s.kro.Status.Conditions, ConditionResourceGraphDefinitionsReady); prev != nil {
+			s.obs.set(prev.Type, prev.Status, prev.Reason, prev.Message)
+		} else {
+			s.obs.set(ConditionResourceGraphDefinitionsReady, metav1.ConditionUnknown, v1alpha1.ReasonReconciling, err.Error())
+		}
 	case err != nil:
 		return proceed, err
 	default:
@@ -57,7 +64,7 @@ func (r *KroReconciler) observeControlPlane(ctx context.Context, s *scope) (outc
 // readiness; the Kro is Ready only when the HelmRelease is.
 func (r *KroReconciler) reconcileHelmRelease(ctx context.Context, s *scope) (outcome, error) {
 	hr := newHelmRelease(s.kro, r.ProviderName, s.tenantNamespace, s.version, s.access.Kubeconfig, s.pollInterval)
-	if err := apply(ctx, r.Platform, hr); err != nil {
+	if err := applyUnlessCurrent(ctx, r.Platform, hr, &helmv2.HelmRelease{}); err != nil {
 		return proceed, fmt.Errorf("applying HelmRelease %s/%s: %w", hr.Namespace, hr.Name, err)
 	}
 	status, message := fluxReadiness(hr.Generation, hr.Status.ObservedGeneration, hr.Status.Conditions)

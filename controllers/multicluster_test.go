@@ -280,3 +280,21 @@ func mustJSON(g Gomega, v any) []byte {
 	g.Expect(err).NotTo(HaveOccurred())
 	return data
 }
+
+func TestEditedFluxObjectIsRepairedAndIdleSendsNoApply(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t, g)
+	k := readyKro(t, g, ns, "drift", baseVersion)
+
+	hr := getHelmRelease(g, k)
+	want := hr.Spec.ReleaseName
+	rv := hr.ResourceVersion
+	// Nothing to change: the provider does not even apply (the resourceVersion stays, and
+	// no other manager's entry appears).
+	g.Consistently(func(g Gomega) { g.Expect(getHelmRelease(g, k).ResourceVersion).To(Equal(rv)) }, time.Second, 200*time.Millisecond).Should(Succeed())
+
+	hr.Spec.ReleaseName = "someone-elses"
+	g.Expect(platform.Client.Update(ctx, hr)).To(Succeed())
+	g.Eventually(func(g Gomega) { g.Expect(getHelmRelease(g, k).Spec.ReleaseName).To(Equal(want)) }, timeout, interval).Should(Succeed())
+}

@@ -1,0 +1,69 @@
+package controllers
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/openmcp-project/service-provider-kro/clusters"
+)
+
+// AnnotationAppliedHash records a hash of what the provider last applied to a Flux object.
+const AnnotationAppliedHash = LabelPrefix + "applied-hash"
+
+// applyUnlessCurrent applies desired with server-side apply unless the cached object
+// (read into current, of the same type) already holds it: the same applied hash, and no
+// other field manager has written its spec since (someone's edit is drift to repair).
+// Either way desired ends up holding the object as the server has it, status included.
+// This keeps a reconcile with nothing to change from sending any request, also after a
+// restart of the provider.
+func applyUnlessCurrent(ctx context.Context, c client.Client, desired, current client.Object) error {
+	hash, err := appliedHash(desired)
+	if err != nil {
+		return err
+	}
+	annotations := desired.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[AnnotationAppliedHash] = hash
+	desired.SetAnnotations(annotations)
+
+	if err := c.Get(ctx, client.ObjectKeyFromObject(desired), current); err == nil && isCurrent(current, hash) {
+		data, err := json.Marshal(current)
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal(data, desired)
+	}
+	return apply(ctx, c, desired)
+}
+
+func appliedHash(obj client.Object) (string, error) {
+	data, err := json.Marshal(obj)
+	if err != nil {
+		return "", fmt.Errorf("hashing %s: %w", obj.GetName(), err)
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:16]), nil
+}
+
+func isCurrent(current client.Object, hash string) bool {
+	if current.GetAnnotations()[AnnotationAppliedHash] != hash || !current.GetDeletionTimestamp().IsZero() {
+		return false
+	}
+	for _, mf := range current.GetManagedFields() {
+		if mf.Manager == string(clusters.FieldOwner) || mf.Subresource != "" {
+			continue
+		}
+		if mf.FieldsV1 != nil && bytes.Contains(mf.FieldsV1.Raw, []byte(`"f:spec"`)) {
+			return false
+		}
+	}
+	return true
+}
