@@ -19,6 +19,14 @@ const (
 	Platform   = "platform"
 )
 
+// Client-side rate limits for the onboarding and platform clusters. client-go's default
+// of 5 requests per second (burst 10) caps a provider serving hundreds of ControlPlanes
+// at a handful of Kros per second; the API servers of these clusters are the platform's.
+const (
+	DefaultQPS   = 50
+	DefaultBurst = 100
+)
+
 // RESTConfig loads a kubeconfig file. An empty path means the ambient configuration:
 // $KUBECONFIG, ~/.kube/config, or the in-cluster service account.
 func RESTConfig(kind, path string) (*rest.Config, error) {
@@ -28,7 +36,7 @@ func RESTConfig(kind, path string) (*rest.Config, error) {
 		if err != nil {
 			return nil, fmt.Errorf("no kubeconfig given for the %s cluster and none found in $KUBECONFIG, ~/.kube/config or the pod: %w", kind, err)
 		}
-		return cfg, nil
+		return withRateLimits(cfg), nil
 	}
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("reading the %s cluster's kubeconfig: %w", kind, err)
@@ -37,7 +45,17 @@ func RESTConfig(kind, path string) (*rest.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading the %s cluster's kubeconfig %s: %w", kind, path, err)
 	}
-	return cfg, nil
+	return withRateLimits(cfg), nil
+}
+
+func withRateLimits(cfg *rest.Config) *rest.Config {
+	if cfg.QPS == 0 {
+		cfg.QPS = DefaultQPS
+	}
+	if cfg.Burst == 0 {
+		cfg.Burst = DefaultBurst
+	}
+	return cfg
 }
 
 // Ping asks the API server for its version, to fail early and clearly when it cannot be
