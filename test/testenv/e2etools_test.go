@@ -1,25 +1,20 @@
+//go:build e2e
+
+// The end-to-end environment's own tests build a dozen binaries from Go modules on first
+// use (about 10 minutes on 2 cores): they only run with -tags e2e, e.g.
+// go test -tags e2e ./test/testenv/ -run 'TestE2ETools|TestFluxInstallsKroOnKwokControlPlane'
+
 package testenv
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 )
 
-// requireE2E skips a test unless TESTENV_E2E=1: the end-to-end environment builds a dozen
-// binaries from Go modules on first use (about 10 minutes on 2 cores).
-func requireE2E(t *testing.T) {
-	t.Helper()
-	if os.Getenv("TESTENV_E2E") != "1" {
-		t.Skip("set TESTENV_E2E=1 to build and run the end-to-end environment")
-	}
-}
-
 // TestE2ETools builds (or finds in the cache) every binary of the end-to-end environment
 // and reports how long each took.
 func TestE2ETools(t *testing.T) {
-	requireE2E(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
 	start := time.Now()

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package testenv
 
 import (
@@ -27,7 +29,6 @@ import (
 // chart, and a kwok ControlPlane. Flux installs kro on the ControlPlane from the
 // registry; kro's controller, run as a process, then serves a ResourceGraphDefinition.
 func TestFluxInstallsKroOnKwokControlPlane(t *testing.T) {
-	requireE2E(t)
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
 	defer cancel()

@@ -1,0 +1,88 @@
+//go:build e2e
+
+// Package e2e runs the provider's whole lifecycle against real clusters, a real Flux
+// and a registry holding kro's real chart (see test/e2e/env). Run it with
+// `go tool task test-e2e`; E2E_CLUSTERS=kind uses kind clusters instead of processes.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/openmcp-project/service-provider-kro/test/e2e/env"
+)
+
+func TestE2E(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "service-provider-kro e2e")
+}
+
+var (
+	e        *env.Env
+	logDir   string
+	timings  []timing
+	suiteCtx context.Context
+	cancel   context.CancelFunc
+)
+
+type timing struct {
+	stage string
+	d     time.Duration
+}
+
+// measure records how long a stage of the lifecycle took, for the timing summary.
+func measure(stage string, f func()) {
+	GinkgoHelper()
+	start := time.Now()
+	f()
+	timings = append(timings, timing{stage, time.Since(start)})
+	fmt.Fprintf(GinkgoWriter, "timing: %s took %s\n", stage, time.Since(start).Round(100*time.Millisecond))
+}
+
+var _ = BeforeSuite(func() {
+	suiteCtx, cancel = context.WithTimeout(context.Background(), 50*time.Minute)
+	backend, err := env.BackendFromEnvironment()
+	Expect(err).NotTo(HaveOccurred())
+	if base := os.Getenv("TESTENV_LOG_DIR"); base != "" {
+		Expect(os.MkdirAll(base, 0o755)).To(Succeed())
+		logDir, err = os.MkdirTemp(base, "e2e-")
+	} else {
+		logDir, err = os.MkdirTemp("", "kro-e2e-")
+	}
+	Expect(err).NotTo(HaveOccurred())
+	fmt.Fprintf(GinkgoWriter, "backend %s; processes log into %s\n", backend, logDir)
+
+	start := time.Now()
+	e, err = env.Start(suiteCtx, env.Options{Dir: logDir, Log: GinkgoWriter, Backend: backend})
+	DeferCleanup(func() {
+		if err := e.Stop(); err != nil {
+			fmt.Fprintf(GinkgoWriter, "stopping the environment: %v\n", err)
+		}
+		cancel()
+	})
+	Expect(err).NotTo(HaveOccurred())
+	for _, t := range e.Timings {
+		timings = append(timings, timing{"bring-up: " + t.Step, t.Duration})
+	}
+	timings = append(timings, timing{"bring-up (total)", time.Since(start)})
+})
+
+var _ = ReportAfterSuite("timings", func(r Report) {
+	// Printed to stdout, so that it shows in every run's output.
+	fmt.Println("e2e timings:")
+	for _, t := range timings {
+		fmt.Printf("  %-44s %s\n", t.stage, t.d.Round(100*time.Millisecond))
+	}
+	if !r.SuiteSucceeded {
+		fmt.Printf("the logs of every process are kept in %s\n", logDir)
+	} else if logDir != "" && os.Getenv("TESTENV_LOG_DIR") == "" {
+		_ = os.RemoveAll(filepath.Clean(logDir))
+	}
+})

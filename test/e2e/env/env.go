@@ -1,0 +1,542 @@
+// Package env composes the end-to-end environment that both the e2e suite (test/e2e)
+// and the sandbox (test/sandbox, `task up`) run: an onboarding cluster, a platform
+// cluster with Flux (source-controller and helm-controller), a TLS registry with basic
+// auth holding kro's real chart at two versions, ControlPlanes, and the provider itself,
+// built from this repository and run as a process (`init`, then `run`), in standalone
+// access mode: each ControlPlane's kubeconfig is a labelled secret in its tenant
+// namespace.
+//
+// Two backends provide the clusters (see Backend): processes (envtest API servers and
+// kwok ControlPlanes; the default, needs only Go) and kind (one kind cluster per role;
+// needs a Docker engine). Flux, the registry and the provider run as local processes in
+// both and reach the clusters through their kubeconfigs.
+package env
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/clusters"
+	"github.com/openmcp-project/service-provider-kro/controllers"
+	"github.com/openmcp-project/service-provider-kro/test/testenv"
+)
+
+// Backend says what provides the clusters.
+type Backend string
+
+const (
+	// BackendProcess means envtest API servers for onboarding and platform, kwok clusters
+	// (kube-apiserver, controller-manager, scheduler and fake nodes as processes) for the
+	// ControlPlanes, and kro's controller as a process against each ControlPlane.
+	BackendProcess Backend = "process"
+	// BackendKind means one kind cluster per role (onboarding, platform, each ControlPlane);
+	// kro runs in the ControlPlanes as its chart deploys it.
+	BackendKind Backend = "kind"
+)
+
+// BackendVariable names the environment variable that chooses the backend.
+const BackendVariable = "E2E_CLUSTERS"
+
+// BackendFromEnvironment reads BackendVariable: "kind" or "process" (the default).
+func BackendFromEnvironment() (Backend, error) {
+	switch b := Backend(os.Getenv(BackendVariable)); b {
+	case "", BackendProcess:
+		return BackendProcess, nil
+	case BackendKind:
+		return BackendKind, nil
+	default:
+		return "", fmt.Errorf("%s=%q: want %q or %q", BackendVariable, b, BackendProcess, BackendKind)
+	}
+}
+
+// Defaults of Options.
+const (
+	DefaultProviderName = "kro"
+	DefaultPodNamespace = "kro-provider"
+	// PullSecretName is the registry's credentials in the provider's namespace: the
+	// chart pull secret of both versions and the image pull secret of v0.9.4.
+	PullSecretName = "registry-credentials"
+)
+
+// ControlPlaneRef names a ControlPlane: its Kro on the onboarding cluster carries the
+// same name and namespace.
+type ControlPlaneRef struct {
+	Name, Namespace string
+}
+
+// DefaultControlPlanes are the ControlPlanes the environment starts by default.
+var DefaultControlPlanes = []ControlPlaneRef{{"cp-1", "project-a"}, {"cp-2", "project-b"}}
+
+// Options configures Start.
+type Options struct {
+	// Dir holds every process's files and logs.
+	Dir string
+	// Log receives progress lines.
+	Log io.Writer
+	// Backend provides the clusters; default BackendProcess.
+	Backend Backend
+	// ControlPlanes to start; default DefaultControlPlanes.
+	ControlPlanes []ControlPlaneRef
+	// ProviderName and PodNamespace are the provider's flags; defaults DefaultProviderName
+	// and DefaultPodNamespace.
+	ProviderName, PodNamespace string
+	// KindClusterPrefix prefixes the kind clusters' names; default "kro-e2e-".
+	KindClusterPrefix string
+}
+
+// Cluster is one cluster of the environment.
+type Cluster struct {
+	// Name is the cluster's role: "onboarding", "platform" or the ControlPlane's name.
+	Name string
+	// Config authenticates as a cluster admin.
+	Config *rest.Config
+	// Client is a client on Config with clusters.Scheme.
+	Client client.Client
+	// Kubeconfig is self-contained (server, CA and credentials inline).
+	Kubeconfig []byte
+}
+
+// ControlPlane is a tenant's cluster.
+type ControlPlane struct {
+	Cluster
+	// Namespace is the namespace of the ControlPlane (and of its Kro) on the onboarding
+	// cluster.
+	Namespace string
+	// TenantNamespace is the ControlPlane's namespace on the platform cluster.
+	TenantNamespace string
+}
+
+// Env is the running environment.
+type Env struct {
+	Backend                  Backend
+	Dir                      string
+	Onboarding, Platform     *Cluster
+	ControlPlanes            []*ControlPlane
+	Registry                 *testenv.OCIRegistry
+	ChartURL                 string
+	ProviderName             string
+	PodNamespace             string
+	Provider                 *testenv.Process
+	ProviderBinary           string
+	Timings                  []testenv.Timing
+	log                      io.Writer
+	mu                       sync.Mutex
+	kroControllers           map[string]*testenv.Process
+	stopBackend              func() error
+	stopOnce                 sync.Once
+	stopErr                  error
+	providerMetrics, probeAt string
+}
+
+// Start builds what is missing and starts the whole environment: the clusters, the
+// registry with the kro charts, Flux, the provider (after its `init`), the provider's
+// pull secret, ProviderConfig, tenant namespaces and ControlPlane access secrets. On
+// error whatever was started is stopped again; otherwise call Stop.
+func Start(ctx context.Context, opts Options) (_ *Env, err error) {
+	opts.defaults()
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	e := &Env{
+		Backend: opts.Backend, Dir: dir, ProviderName: opts.ProviderName, PodNamespace: opts.PodNamespace,
+		log: opts.Log, kroControllers: map[string]*testenv.Process{},
+	}
+	defer func() {
+		if err != nil {
+			_ = e.Stop()
+		}
+	}()
+
+	if err := e.step("build provider", func() error {
+		e.ProviderBinary, err = BuildProvider(ctx, opts.Log)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	switch opts.Backend {
+	case BackendProcess:
+		err = e.startProcessBackend(ctx, opts)
+	case BackendKind:
+		err = e.startKindBackend(ctx, opts)
+	default:
+		err = fmt.Errorf("unknown backend %q", opts.Backend)
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, cp := range e.ControlPlanes {
+		kro := &v1alpha1.Kro{ObjectMeta: metav1.ObjectMeta{Name: cp.Name, Namespace: cp.Namespace}}
+		if cp.TenantNamespace, err = controllers.TenantNamespace(kro); err != nil {
+			return nil, err
+		}
+	}
+	if err := e.step("provider init", func() error { return e.providerInit(ctx) }); err != nil {
+		return nil, err
+	}
+	if err := e.step("platform objects", func() error { return e.setUpPlatform(ctx) }); err != nil {
+		return nil, err
+	}
+	if err := e.step("provider run", func() error { return e.startProvider(ctx) }); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+func (o *Options) defaults() {
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	if o.Backend == "" {
+		o.Backend = BackendProcess
+	}
+	if o.ControlPlanes == nil {
+		o.ControlPlanes = DefaultControlPlanes
+	}
+	if o.ProviderName == "" {
+		o.ProviderName = DefaultProviderName
+	}
+	if o.PodNamespace == "" {
+		o.PodNamespace = DefaultPodNamespace
+	}
+	if o.KindClusterPrefix == "" {
+		o.KindClusterPrefix = "kro-e2e-"
+	}
+}
+
+func (e *Env) step(name string, f func() error) error {
+	start := time.Now()
+	if err := f(); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	e.Timings = append(e.Timings, testenv.Timing{Step: name, Duration: time.Since(start)})
+	fmt.Fprintf(e.log, "env: %s took %s\n", name, time.Since(start).Round(100*time.Millisecond))
+	return nil
+}
+
+func (e *Env) startProcessBackend(ctx context.Context, opts Options) error {
+	names := make([]string, 0, len(opts.ControlPlanes))
+	for _, cp := range opts.ControlPlanes {
+		names = append(names, cp.Name)
+	}
+	start := time.Now()
+	te, err := testenv.StartE2E(ctx, opts.Log, testenv.E2EOptions{
+		Dir:           filepath.Join(e.Dir, "env"),
+		OtherClusters: []testenv.ClusterOptions{{Name: "onboarding"}},
+		ControlPlanes: names,
+	})
+	if err != nil {
+		return err
+	}
+	e.stopBackend = te.Stop
+	for _, t := range te.Timings {
+		e.Timings = append(e.Timings, testenv.Timing{Step: "env: " + t.Step, Duration: t.Duration})
+	}
+	e.Timings = append(e.Timings, testenv.Timing{Step: "clusters, registry, flux", Duration: time.Since(start)})
+	e.Platform = &Cluster{Name: "platform", Config: te.Platform.Config, Client: te.Platform.Client, Kubeconfig: te.Platform.Kubeconfig}
+	ob := te.Others[0]
+	e.Onboarding = &Cluster{Name: "onboarding", Config: ob.Config, Client: ob.Client, Kubeconfig: ob.Kubeconfig}
+	e.Registry, e.ChartURL = te.Registry, te.ChartURL
+	for i, ref := range opts.ControlPlanes {
+		kc := te.ControlPlanes[i]
+		e.ControlPlanes = append(e.ControlPlanes, &ControlPlane{
+			Cluster:   Cluster{Name: ref.Name, Config: kc.Config, Client: kc.Client, Kubeconfig: kc.Kubeconfig},
+			Namespace: ref.Namespace,
+		})
+	}
+	return nil
+}
+
+// ControlPlane returns the ControlPlane of that name, or nil.
+func (e *Env) ControlPlane(name string) *ControlPlane {
+	for _, cp := range e.ControlPlanes {
+		if cp.Name == name {
+			return cp
+		}
+	}
+	return nil
+}
+
+// BuildProvider builds the provider binary from this repository into .cache/e2e/ and
+// returns its path. Go's build cache makes a rebuild cheap.
+func BuildProvider(ctx context.Context, log io.Writer) (string, error) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(root, ".cache", "e2e", "service-provider-kro")
+	start := time.Now()
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/service-provider-kro")
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/service-provider-kro: %w\n%s", err, b)
+	}
+	fmt.Fprintf(log, "env: built %s in %s\n", out, time.Since(start).Round(100*time.Millisecond))
+	return out, nil
+}
+
+// KubeconfigPath writes a cluster's kubeconfig into the environment's folder (once)
+// and returns its path.
+func (e *Env) KubeconfigPath(c *Cluster) (string, error) {
+	dir := filepath.Join(e.Dir, "kubeconfigs")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, c.Name+".kubeconfig")
+	return path, os.WriteFile(path, c.Kubeconfig, 0o600)
+}
+
+func (e *Env) providerInit(ctx context.Context) error {
+	ob, err := e.KubeconfigPath(e.Onboarding)
+	if err != nil {
+		return err
+	}
+	pf, err := e.KubeconfigPath(e.Platform)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, e.ProviderBinary, "init", "--onboarding-kubeconfig", ob, "--platform-kubeconfig", pf)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("service-provider-kro init: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// setUpPlatform creates the provider's namespace with the registry's pull secret, the
+// ProviderConfig, and per ControlPlane its tenant namespace with the access secret.
+func (e *Env) setUpPlatform(ctx context.Context) error {
+	pc := e.Platform.Client
+	if err := createIfMissing(ctx, pc, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.PodNamespace}}); err != nil {
+		return err
+	}
+	if err := createIfMissing(ctx, pc, e.Registry.PullSecret(e.PodNamespace, PullSecretName)); err != nil {
+		return err
+	}
+	if err := createIfMissing(ctx, pc, e.ProviderConfig()); err != nil {
+		return err
+	}
+	for _, cp := range e.ControlPlanes {
+		if err := createIfMissing(ctx, pc, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: cp.TenantNamespace}}); err != nil {
+			return err
+		}
+		if err := createIfMissing(ctx, pc, e.AccessSecret(cp)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// AccessSecretName is the name of the ControlPlane kubeconfig secret in a tenant namespace.
+const AccessSecretName = "controlplane-kubeconfig"
+
+// AccessSecret is the standalone access secret of a ControlPlane: its kubeconfig in its
+// tenant namespace, labelled for the provider.
+func (e *Env) AccessSecret(cp *ControlPlane) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: cp.TenantNamespace,
+			Name:      AccessSecretName,
+			Labels:    map[string]string{controllers.LabelControlPlaneKubeconfig: "true"},
+		},
+		Data: map[string][]byte{controllers.KubeconfigKey: cp.Kubeconfig},
+	}
+}
+
+// ProviderConfig offers v0.9.3 and v0.9.4 of kro, both from the environment's
+// registry with its pull secret; v0.9.4 also passes it as image pull secret to the chart.
+func (e *Env) ProviderConfig() *v1alpha1.ProviderConfig {
+	values, _ := json.Marshal(map[string]any{"imagePullSecrets": []map[string]string{{"name": PullSecretName}}})
+	return &v1alpha1.ProviderConfig{
+		ObjectMeta: metav1.ObjectMeta{Name: e.ProviderName},
+		Spec: v1alpha1.ProviderConfigSpec{
+			PollInterval: &metav1.Duration{Duration: 10 * time.Second},
+			Versions: []v1alpha1.KroVersion{
+				{Version: "v0.9.3", ChartVersion: "0.9.3", ChartURL: e.ChartURL, ChartPullSecret: PullSecretName},
+				{
+					Version: "v0.9.4", ChartVersion: "0.9.4", ChartURL: e.ChartURL, ChartPullSecret: PullSecretName,
+					HelmValues: &apiextensionsv1.JSON{Raw: values},
+				},
+			},
+		},
+	}
+}
+
+func createIfMissing(ctx context.Context, c client.Client, obj client.Object) error {
+	if err := c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating %T %s: %w", obj, client.ObjectKeyFromObject(obj), err)
+	}
+	return nil
+}
+
+func (e *Env) startProvider(ctx context.Context) error {
+	ob, err := e.KubeconfigPath(e.Onboarding)
+	if err != nil {
+		return err
+	}
+	pf, err := e.KubeconfigPath(e.Platform)
+	if err != nil {
+		return err
+	}
+	addrs, err := testenv.FreeLoopbackAddrs(2)
+	if err != nil {
+		return err
+	}
+	e.providerMetrics, e.probeAt = addrs[0], addrs[1]
+	e.Provider, err = testenv.StartProcess("service-provider-kro", filepath.Join(e.Dir, "provider"), []string{"HOME=" + e.Dir},
+		e.ProviderBinary, "run",
+		"--onboarding-kubeconfig", ob,
+		"--platform-kubeconfig", pf,
+		"--provider-name", e.ProviderName,
+		"--pod-namespace", e.PodNamespace,
+		"--controlplane-access", string(controllers.AccessStandalone),
+		"--controlplane-probe-interval", "5s",
+		"--metrics-bind-address", addrs[0],
+		"--health-probe-bind-address", addrs[1],
+	)
+	if err != nil {
+		return err
+	}
+	return waitReady(ctx, e.Provider, "http://"+addrs[1]+"/readyz", time.Minute)
+}
+
+// MetricsURL is the provider's metrics endpoint.
+func (e *Env) MetricsURL() string { return "http://" + e.providerMetrics + "/metrics" }
+
+func waitReady(ctx context.Context, p *testenv.Process, url string, timeout time.Duration) error {
+	hc := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(timeout)
+	for {
+		if err := p.ExitError(); err != nil {
+			return fmt.Errorf("%w\n%s", err, p.LogTail(30))
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if resp, err := hc.Do(req); err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not ready at %s after %s\n%s", p.Name, url, timeout, p.LogTail(30))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// RGDCRD is the name of kro's ResourceGraphDefinition CRD.
+const RGDCRD = "resourcegraphdefinitions.kro.run"
+
+// StartKroController runs kro's controller against a ControlPlane once its chart has
+// installed kro's CRDs (it waits for them). On kind, kro runs in the ControlPlane as the
+// chart deploys it and this does nothing. Calling it again for the same ControlPlane
+// does nothing either.
+func (e *Env) StartKroController(ctx context.Context, cp *ControlPlane) error {
+	if e.Backend != BackendProcess {
+		return nil
+	}
+	e.mu.Lock()
+	_, running := e.kroControllers[cp.Name]
+	e.mu.Unlock()
+	if running {
+		return nil
+	}
+	for {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		err := cp.Client.Get(ctx, client.ObjectKey{Name: RGDCRD}, crd)
+		if err == nil && established(crd) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s on %s: %w", RGDCRD, cp.Name, ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
+	p, err := testenv.StartKroController(ctx, e.log, testenv.KroControllerOptions{
+		Name:       "kro-controller-" + cp.Name,
+		Kubeconfig: cp.Kubeconfig,
+		Dir:        filepath.Join(e.Dir, "kro", cp.Name),
+	})
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.kroControllers == nil { // stopped meanwhile
+		return p.Stop()
+	}
+	e.kroControllers[cp.Name] = p
+	return nil
+}
+
+func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	for _, c := range crd.Status.Conditions {
+		if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// Stop stops everything: the provider first, then kro's controllers, Flux, the registry
+// and the clusters. It is safe on a partly started environment and more than once.
+func (e *Env) Stop() error {
+	if e == nil {
+		return nil
+	}
+	e.stopOnce.Do(func() {
+		errs := []error{e.Provider.Stop()}
+		e.mu.Lock()
+		kros := e.kroControllers
+		e.kroControllers = nil
+		e.mu.Unlock()
+		for _, p := range kros {
+			errs = append(errs, p.Stop())
+		}
+		if e.stopBackend != nil {
+			errs = append(errs, e.stopBackend())
+		}
+		e.stopErr = errors.Join(errs...)
+	})
+	return e.stopErr
+}
+
+// newCluster makes a Cluster from a self-contained kubeconfig.
+func newCluster(name string, kubeconfig []byte) (*Cluster, error) {
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig of %s: %w", name, err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: clusters.Scheme})
+	if err != nil {
+		return nil, err
+	}
+	return &Cluster{Name: name, Config: cfg, Client: c, Kubeconfig: kubeconfig}, nil
+}
