@@ -1,12 +1,12 @@
 package controllers
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -61,7 +61,7 @@ func isCurrent(current client.Object, hash string) bool {
 		if mf.Manager == string(clusters.FieldOwner) || mf.Subresource != "" {
 			continue
 		}
-		if mf.FieldsV1 != nil && bytes.Contains(mf.FieldsV1.Raw, []byte(`"f:spec"`)) {
+		if mf.FieldsV1 != nil && strings.Contains(mf.FieldsV1.GetRawString(), `"f:spec"`) {
 			return false
 		}
 	}
