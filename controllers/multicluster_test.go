@@ -35,17 +35,6 @@ func startControlPlane(t *testing.T, g Gomega, name string, withKro bool) *teste
 	return cs[0]
 }
 
-// readyKroOn is readyKro with the Kro's ControlPlane access pointing at cp.
-func readyKroOn(t *testing.T, g Gomega, cp *testenv.Cluster, namespace, name, version string) *v1alpha1.Kro {
-	t.Helper()
-	k := newKro(g, namespace, name, version)
-	grantAccess(g, k, cp)
-	g.Eventually(func(g Gomega) { getHelmRelease(g, k) }, timeout, interval).Should(Succeed())
-	fluxReady(g, getOCIRepository(g, k), metav1.ConditionTrue, "stored artifact")
-	fluxReady(g, getHelmRelease(g, k), metav1.ConditionTrue, "Helm install succeeded")
-	return eventuallyCondition(g, k, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess)
-}
-
 func rgdSummary(g Gomega, k *v1alpha1.Kro) *v1alpha1.ResourceGraphDefinitionSummary {
 	got := getKro(g, k)
 	g.Expect(got.Status.ResourceGraphDefinitions).NotTo(BeNil())

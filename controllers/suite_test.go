@@ -311,11 +311,18 @@ func fluxReady(g Gomega, obj client.Object, status metav1.ConditionStatus, messa
 	}, timeout, interval).Should(Succeed())
 }
 
-// readyKro sets up a Kro of version up to Ready, with Flux simulated.
+// readyKro sets up a Kro of version up to Ready on the suite's ControlPlane, with Flux
+// simulated.
 func readyKro(t *testing.T, g Gomega, namespace, name, version string) *v1alpha1.Kro {
 	t.Helper()
+	return readyKroOn(t, g, controlPlane, namespace, name, version)
+}
+
+// readyKroOn is readyKro with the Kro's ControlPlane access pointing at cp.
+func readyKroOn(t *testing.T, g Gomega, cp *testenv.Cluster, namespace, name, version string) *v1alpha1.Kro {
+	t.Helper()
 	k := newKro(g, namespace, name, version)
-	grantAccess(g, k, controlPlane)
+	grantAccess(g, k, cp)
 	g.Eventually(func(g Gomega) { getHelmRelease(g, k) }, timeout, interval).Should(Succeed())
 	fluxReady(g, getOCIRepository(g, k), metav1.ConditionTrue, "stored artifact")
 	fluxReady(g, getHelmRelease(g, k), metav1.ConditionTrue, "Helm install succeeded")

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -87,6 +88,9 @@ func TestRunWithGeneratedRBAC(t *testing.T) {
 func TestOpenMCPModeWithGeneratedRBAC(t *testing.T) {
 	e := startRBACEnv(t)
 	g := NewWithT(t)
+	addrs, err := testenv.FreeLoopbackAddrs(2)
+	g.Expect(err).NotTo(HaveOccurred())
+	metricsAddr, probeAddr := addrs[0], addrs[1]
 	args, err := json.Marshal([]string{"run",
 		"--onboarding-kubeconfig", e.kubeconfigFile(t, config.OnboardingOverlay),
 		"--platform-kubeconfig", e.kubeconfigFile(t, config.PlatformOverlay),
@@ -94,7 +98,7 @@ func TestOpenMCPModeWithGeneratedRBAC(t *testing.T) {
 		"--provider-name", rbacProvider,
 		"--pod-namespace", config.Namespace,
 		"--leader-elect", "--leader-election-namespace", config.Namespace,
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
+		"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", probeAddr,
 	})
 	g.Expect(err).NotTo(HaveOccurred())
 	cmd := exec.Command(os.Args[0])
@@ -127,7 +131,30 @@ func TestOpenMCPModeWithGeneratedRBAC(t *testing.T) {
 		g.Expect(e.platform.Client.Status().Update(context.Background(), ar)).To(Succeed())
 	}, func(g Gomega) {
 		g.Expect(apierrors.IsNotFound(e.platform.Client.Get(context.Background(), arKey, &clustersv1alpha1.AccessRequest{}))).To(BeTrue(), "AccessRequest")
+		// The running binary serves its health and its metrics over HTTP.
+		g.Expect(httpGet(g, "http://"+probeAddr+"/readyz")).To(Equal("ok"))
+		metrics := httpGet(g, "http://"+metricsAddr+"/metrics")
+		for _, want := range []string{
+			`(?m)^controller_runtime_reconcile_total\{controller="kro",result="success"\} [1-9]`,
+			`(?m)^service_provider_kro_reconcile_outcomes_total\{outcome="ready",reason="ReconcileSuccess"\} [1-9]`,
+			`(?m)^service_provider_kro_time_to_ready_seconds_count [1-9]`,
+			`(?m)^service_provider_kro_kros\{phase="Ready"\} 0$`,
+			`(?m)^service_provider_kro_controlplanes\{phase="Engaged"\} 0$`,
+			`(?m)^service_provider_kro_deletions_blocked 0$`,
+		} {
+			g.Expect(metrics).To(MatchRegexp(want))
+		}
 	})
+}
+
+func httpGet(g Gomega, url string) string {
+	resp, err := http.Get(url)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(resp.StatusCode).To(Equal(http.StatusOK), string(body))
+	return string(body)
 }
 
 // providerArgsEnv, when set, makes the test binary run the provider's main() with these
