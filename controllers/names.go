@@ -5,10 +5,11 @@ import (
 	"encoding/hex"
 	"fmt"
 
-	"github.com/openmcp-project/openmcp-operator/lib/utils"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/clusters"
 )
 
 // Labels and annotations the provider puts on what it creates, so that it can find
@@ -36,7 +37,7 @@ const (
 	// namespace that holds the ControlPlane's kubeconfig in standalone mode.
 	LabelControlPlaneKubeconfig = LabelPrefix + "controlplane-kubeconfig"
 	// KubeconfigKey is the data key of the kubeconfig in the access secret.
-	KubeconfigKey = "kubeconfig"
+	KubeconfigKey = clusters.KubeconfigKey
 
 	// Finalizer keeps a Kro until everything the provider created for it is gone.
 	Finalizer = LabelPrefix + "finalizer"
@@ -47,7 +48,7 @@ const (
 	RoleImagePullSecret = "image-pull-secret"
 
 	// KroNamespace is where kro runs on the ControlPlane.
-	KroNamespace = "kro-system"
+	KroNamespace = clusters.KroNamespace
 	// ReleaseName is the Helm release name of kro on the ControlPlane.
 	ReleaseName = "kro"
 )
@@ -55,7 +56,7 @@ const (
 // TenantNamespace is the ControlPlane's namespace on the platform cluster, the same one
 // openmcp derives from the ControlPlane's name and namespace on the onboarding cluster.
 func TenantNamespace(kro *v1alpha1.Kro) (string, error) {
-	ns, err := utils.StableMCPNamespace(kro.Name, kro.Namespace)
+	ns, err := clusters.TenantNamespace(client.ObjectKeyFromObject(kro))
 	if err != nil {
 		return "", fmt.Errorf("deriving the tenant namespace: %w", err)
 	}
