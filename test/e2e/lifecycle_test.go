@@ -22,11 +22,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/controllers"
 	"github.com/openmcp-project/service-provider-kro/test/e2e/env"
+	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
 
 const (
@@ -137,28 +137,7 @@ func imagePullSecretCopies(g Gomega, cp *env.ControlPlane) []string {
 }
 
 func rgdFor(cp *env.ControlPlane) *unstructured.Unstructured {
-	rgd := &unstructured.Unstructured{}
-	Expect(yaml.Unmarshal([]byte(fmt.Sprintf(`
-apiVersion: kro.run/v1alpha1
-kind: ResourceGraphDefinition
-metadata:
-  name: e2e-app
-spec:
-  schema:
-    apiVersion: v1alpha1
-    kind: E2EApp%s
-    spec:
-      name: string
-  resources:
-  - id: config
-    template:
-      apiVersion: v1
-      kind: ConfigMap
-      metadata:
-        name: ${schema.spec.name}
-      data:
-        app: ${schema.spec.name}
-`, strings.ReplaceAll(cp.Name, "-", ""))), &rgd.Object)).To(Succeed())
+	rgd := testenv.ConfigMapRGD("e2e-app", "E2EApp"+strings.ReplaceAll(cp.Name, "-", ""))
 	return rgd
 }
 

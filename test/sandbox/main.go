@@ -32,10 +32,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
@@ -343,28 +341,6 @@ func writeKubeconfigs(dir string, e *env.Env) error {
 	return nil
 }
 
-const sampleRGD = `
-apiVersion: kro.run/v1alpha1
-kind: ResourceGraphDefinition
-metadata:
-  name: sandbox-app
-spec:
-  schema:
-    apiVersion: v1alpha1
-    kind: SandboxApp
-    spec:
-      name: string
-  resources:
-  - id: config
-    template:
-      apiVersion: v1
-      kind: ConfigMap
-      metadata:
-        name: ${schema.spec.name}
-      data:
-        app: ${schema.spec.name}
-`
-
 // applySamples creates one Kro per ControlPlane on the onboarding cluster, and a sample
 // ResourceGraphDefinition on cp-1 once kro's CRDs are there (in the background).
 func applySamples(ctx context.Context, e *env.Env) error {
@@ -424,10 +400,7 @@ func waitForSamples(ctx context.Context, e *env.Env) string {
 		return "not every Kro became Ready within minutes; see the conditions above and .sandbox/env/provider/service-provider-kro.log"
 	}
 	cp := e.ControlPlanes[0]
-	rgd := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal([]byte(sampleRGD), &rgd.Object); err != nil {
-		return err.Error()
-	}
+	rgd := testenv.ConfigMapRGD("sandbox-app", "SandboxApp")
 	if err := create(ctx, cp.Client, rgd); err != nil {
 		return err.Error()
 	}

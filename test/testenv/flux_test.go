@@ -21,7 +21,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 )
 
 // TestFluxInstallsKroOnKwokControlPlane is the proof of the end-to-end environment: a
@@ -143,28 +142,7 @@ func TestFluxInstallsKroOnKwokControlPlane(t *testing.T) {
 		t.Cleanup(func() { _ = kro.Stop() })
 	})
 
-	rgd := &unstructured.Unstructured{}
-	g.Expect(yaml.Unmarshal([]byte(`
-apiVersion: kro.run/v1alpha1
-kind: ResourceGraphDefinition
-metadata:
-  name: testenv-app
-spec:
-  schema:
-    apiVersion: v1alpha1
-    kind: TestenvApp
-    spec:
-      name: string
-  resources:
-  - id: config
-    template:
-      apiVersion: v1
-      kind: ConfigMap
-      metadata:
-        name: ${schema.spec.name}
-      data:
-        app: ${schema.spec.name}
-`), &rgd.Object)).To(Succeed())
+	rgd := ConfigMapRGD("testenv-app", "TestenvApp")
 	g.Expect(cc.Create(ctx, rgd)).To(Succeed())
 	step("rgd ready", func() {
 		g.Eventually(func(g Gomega) {
