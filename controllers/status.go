@@ -187,13 +187,20 @@ func findCondition(conds []metav1.Condition, t string) *metav1.Condition {
 }
 
 // fluxReadiness reads a Flux object's Ready condition: Unknown until Flux has looked at
-// the current generation.
+// the current generation. Ready=True counts once Flux has finished the generation
+// (status.observedGeneration, as kstatus reads it; helm-controller sets the condition
+// before it). A failure or progress counts as soon as the condition is about the current
+// generation: Flux moves status.observedGeneration only when a reconcile succeeds or
+// stalls, so a retried failure would otherwise never show.
 func fluxReadiness(generation, observedGeneration int64, conds []metav1.Condition) (metav1.ConditionStatus, string) {
 	c := findCondition(conds, v1alpha1.ConditionReady)
-	if c == nil || observedGeneration != generation {
-		return metav1.ConditionUnknown, "waiting for Flux to reconcile it"
+	if c != nil {
+		current := c.ObservedGeneration == generation || c.ObservedGeneration == 0 && observedGeneration == generation
+		if current && (c.Status != metav1.ConditionTrue || observedGeneration == generation) {
+			return c.Status, shortenMessage(c.Message)
+		}
 	}
-	return c.Status, shortenMessage(c.Message)
+	return metav1.ConditionUnknown, "waiting for Flux to reconcile it"
 }
 
 // fluxCondition turns a Flux object's readiness into the Kro's condition of that step.

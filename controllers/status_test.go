@@ -95,3 +95,35 @@ func TestListNames(t *testing.T) {
 	}
 	g.Expect(listNames(many)).To(Equal("a, b, c, d, e, f, g, h, i, j and 3 more"))
 }
+
+func TestFluxReadiness(t *testing.T) {
+	ready := func(status metav1.ConditionStatus, generation int64, message string) []metav1.Condition {
+		return []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: status, ObservedGeneration: generation, Message: message}}
+	}
+	for _, tc := range []struct {
+		name               string
+		generation, status int64
+		conds              []metav1.Condition
+		want               metav1.ConditionStatus
+		message            string
+	}{
+		{"not looked at yet", 1, 0, nil, metav1.ConditionUnknown, "waiting for Flux to reconcile it"},
+		{"succeeded", 2, 2, ready(metav1.ConditionTrue, 2, "stored artifact"), metav1.ConditionTrue, "stored artifact"},
+		// source-controller on a failed pull: the condition is for generation 1, status.observedGeneration is not set.
+		{"first reconcile failed", 1, 0, ready(metav1.ConditionFalse, 1, "failed to get credential: unauthorized"), metav1.ConditionFalse, "failed to get credential: unauthorized"},
+		{"in progress for this generation", 3, 2, ready(metav1.ConditionUnknown, 3, "reconciliation in progress"), metav1.ConditionUnknown, "reconciliation in progress"},
+		// helm-controller sets Ready=True before it sets status.observedGeneration.
+		{"Ready for this generation, not finished", 2, 1, ready(metav1.ConditionTrue, 2, "Helm install succeeded"), metav1.ConditionUnknown, "waiting for Flux to reconcile it"},
+		{"Ready of an earlier generation", 3, 2, ready(metav1.ConditionTrue, 2, "stored artifact"), metav1.ConditionUnknown, "waiting for Flux to reconcile it"},
+		{"failure of an earlier generation", 3, 1, ready(metav1.ConditionFalse, 2, "unauthorized"), metav1.ConditionUnknown, "waiting for Flux to reconcile it"},
+		{"condition without observedGeneration, status current", 2, 2, ready(metav1.ConditionTrue, 0, "ok"), metav1.ConditionTrue, "ok"},
+		{"condition without observedGeneration, status behind", 2, 1, ready(metav1.ConditionTrue, 0, "ok"), metav1.ConditionUnknown, "waiting for Flux to reconcile it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, message := fluxReadiness(tc.generation, tc.status, tc.conds)
+			if status != tc.want || message != tc.message {
+				t.Fatalf("fluxReadiness = %s %q, want %s %q", status, message, tc.want, tc.message)
+			}
+		})
+	}
+}

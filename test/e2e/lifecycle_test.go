@@ -248,6 +248,49 @@ var _ = Describe("the Kro lifecycle on two ControlPlanes at once", Ordered, func
 		})
 	})
 
+	It("reports Flux's own error when the registry refuses the chart pull secret, and recovers", func() {
+		cp := cps[1]
+		const version, secret = "v0.9.4-wrong-credentials", "wrong-registry-credentials"
+		// The registry's user with a password it does not accept.
+		wrong := (&testenv.OCIRegistry{Host: e.Registry.Host, Username: e.Registry.Username, Password: "not-the-password"}).
+			PullSecret(e.PodNamespace, secret)
+		Expect(e.Platform.Client.Create(suiteCtx, wrong)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(e.Platform.Client.Delete(suiteCtx, wrong))).To(Succeed()) })
+		pc := &v1alpha1.ProviderConfig{}
+		Expect(e.Platform.Client.Get(suiteCtx, client.ObjectKey{Name: e.ProviderName}, pc)).To(Succeed())
+		offered := pc.DeepCopy()
+		pc.Spec.Versions = append(pc.Spec.Versions, v1alpha1.KroVersion{
+			Version: version, ChartVersion: "0.9.4", ChartURL: e.ChartURL, ChartPullSecret: secret,
+		})
+		Expect(e.Platform.Client.Update(suiteCtx, pc)).To(Succeed())
+
+		measure("lifecycle: registry refuses the credentials → reported → recovered", func() {
+			patchKro(cp, `{"spec":{"version":"`+version+`"}}`)
+			eventually(2*time.Minute, func(g Gomega) {
+				kro := getKro(g, cp)
+				g.Expect(kro.Status.ObservedGeneration).To(Equal(kro.Generation), describeKro(kro))
+				repo := condition(kro, controllers.ConditionOCIRepositoryReady)
+				g.Expect(repo.Status).To(Equal(metav1.ConditionFalse), describeKro(kro))
+				g.Expect(repo.Message).To(MatchRegexp(`(?i)unauthori[sz]ed|authentication required`), describeKro(kro))
+				ready := condition(kro, v1alpha1.ConditionReady)
+				g.Expect(ready.Status).To(Equal(metav1.ConditionFalse), describeKro(kro))
+				g.Expect(ready.Message).To(ContainSubstring("OCIRepository"), describeKro(kro))
+			})
+			By("the registry's password is in no condition, and kro stays installed")
+			kro := getKro(Default, cp)
+			for _, c := range kro.Status.Conditions {
+				Expect(c.Message).NotTo(ContainSubstring(e.Registry.Password))
+			}
+			deploymentsAvailable(Default, cp)
+
+			patchKro(cp, `{"spec":{"version":"v0.9.4"}}`)
+			eventually(2*time.Minute, func(g Gomega) { expectReady(g, cp, "0.9.4") })
+		})
+		Expect(e.Platform.Client.Get(suiteCtx, client.ObjectKey{Name: e.ProviderName}, pc)).To(Succeed())
+		pc.Spec.Versions = offered.Spec.Versions
+		Expect(e.Platform.Client.Update(suiteCtx, pc)).To(Succeed())
+	})
+
 	It("leaves an ignored Kro alone and runs a requested reconcile once", func() {
 		cp := cps[1]
 		measure("lifecycle: ignore and reconcile annotations", func() {
