@@ -332,6 +332,16 @@ func (p *Provider) engage(ctx context.Context, name multicluster.ClusterName, cf
 	}()
 	stop = func() { cancel(); <-stopped }
 
+	// Engaged means reads from the cache work: until the cache has started they fail
+	// with "the cache is not started", which a reconcile right after a restart would
+	// otherwise report as an error.
+	if !cl.GetCache().WaitForCacheSync(clusterCtx) {
+		stop()
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("the ControlPlane's cache did not start")
+	}
 	if err := p.aware.Engage(clusterCtx, name, cl); err != nil {
 		stop()
 		return nil, fmt.Errorf("engaging: %w", err)

@@ -329,3 +329,23 @@ func runningInformers() int {
 	buf := make([]byte, 8<<20)
 	return strings.Count(string(buf[:runtime.Stack(buf, true)]), "(*sharedIndexInformer).RunWithContext(")
 }
+
+// TestEngagedMeansTheCacheReads: the moment a ControlPlane is reported Engaged, reads
+// through its cluster work; before, a reconcile right after a restart could meet "the
+// cache is not started". Several engagements, each read at once.
+func TestEngagedMeansTheCacheReads(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	for i := range 8 {
+		name := multicluster.ClusterName(fmt.Sprintf("ns/read-at-once-%d", i))
+		_, err := provider.Ensure(name, cpA.Kubeconfig)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Eventually(func() controlplane.Phase { return provider.State(name).Phase }).
+			WithTimeout(20 * time.Second).WithPolling(time.Millisecond).Should(Equal(controlplane.Engaged))
+		cl, err := provider.Get(ctx, name)
+		g.Expect(err).NotTo(HaveOccurred())
+		var list corev1.SecretList
+		g.Expect(cl.GetClient().List(ctx, &list, client.InNamespace(clusters.KroNamespace))).To(Succeed(), "engagement %d", i)
+		provider.Remove(name)
+	}
+}
