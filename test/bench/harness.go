@@ -58,8 +58,10 @@ type Config struct {
 	Repeats int
 	// IdleWindow is how long the steady state is watched.
 	IdleWindow time.Duration
-	// Mode is "provider"; "flux" (real source- and helm-controller) is the next step.
-	Mode string
+	// ProviderFlags are added to the provider's `run` flags, e.g. --max-concurrent-reconciles=20.
+	ProviderFlags []string
+	// FluxControlPlanes is N of RunFlux: kwok ControlPlanes, real Flux, the real chart.
+	FluxControlPlanes int
 	// WorkDir holds the provider binary, kubeconfigs and logs.
 	WorkDir string
 	// Log receives progress.
@@ -77,6 +79,7 @@ const (
 	chartVersion     = "0.9.4"
 	accessSecret     = "controlplane-access"
 	pollInterval     = 10 * time.Minute
+	defaultChartURL  = "oci://registry.k8s.io/kro/charts/kro"
 	waitTimeout      = 5 * time.Minute
 )
 
@@ -112,20 +115,27 @@ type harness struct {
 	// fluxHold: tenant namespaces in which the harness does not play Flux for now.
 	fluxHold sync.Map
 	procs    int
+
+	// dedConfigs are the ControlPlanes with an API server of their own (in flux mode the
+	// kwok ControlPlanes), watched as "dedicated-<i+1>"; ded are clients on them.
+	dedConfigs []*rest.Config
+	// chartURL is the chart the ProviderConfig offers, without tag.
+	chartURL string
+	// realFlux: source- and helm-controller run; the harness only watches the Flux objects.
+	realFlux bool
+	// pullSecretData returns the data of a pull secret; nonce makes it differ from before.
+	pullSecretData func(nonce string) map[string][]byte
+	// e2e is the real-Flux environment (flux mode only).
+	e2e *testenv.E2E
 }
 
 func (h *harness) logf(format string, args ...any) {
 	fmt.Fprintf(h.cfg.Log, "%s bench: "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
 }
 
-// Run starts the clusters and the provider, runs every measurement and returns the results.
+// Run measures provider mode: it starts the clusters and the provider, plays Flux, runs
+// every measurement and returns the results. RunFlux measures with real Flux.
 func Run(ctx context.Context, cfg Config) (*Results, error) {
-	if cfg.Mode != "provider" {
-		// Real-Flux mode: start testenv.StartFlux against the platform cluster and an
-		// OCIRegistry with kro's chart (testenv.charts), skip the harness's Flux role
-		// (startFlux) and wait for helm-controller's Ready instead. Not built yet.
-		return nil, fmt.Errorf("mode %q is not implemented yet; only \"provider\" is", cfg.Mode)
-	}
 	if cfg.Log == nil {
 		cfg.Log = os.Stderr
 	}
@@ -142,11 +152,12 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 		return nil, fmt.Errorf("steps must be ascending: %v", cfg.Steps)
 	}
 	start := time.Now()
-	h := &harness{cfg: cfg, tr: newTracker(), fluxQueue: make(chan client.Object, 100000), fluxQueued: map[string]bool{}}
-	res := &Results{Mode: cfg.Mode, Started: start.UTC().Truncate(time.Second)}
+	h := newHarness(cfg)
+	res := &Results{Mode: "provider", Started: start.UTC().Truncate(time.Second)}
 	res.Params = Params{
 		Steps: cfg.Steps, SharedAPIServers: cfg.SharedAPIServers, Dedicated: cfg.Dedicated, BurstSize: cfg.BurstSize,
 		Concurrency: cfg.Concurrency, Repeats: cfg.Repeats, IdleWindow: cfg.IdleWindow.String(), PollInterval: pollInterval.String(),
+		ProviderFlags: cfg.ProviderFlags,
 	}
 	res.Machine = machine()
 	defer h.stop()
@@ -164,9 +175,23 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	return res, nil
 }
 
+func newHarness(cfg Config) *harness {
+	return &harness{
+		cfg: cfg, tr: newTracker(), fluxQueue: make(chan client.Object, 100000), fluxQueued: map[string]bool{},
+		chartURL: defaultChartURL,
+		pullSecretData: func(nonce string) map[string][]byte {
+			return map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"registry.example.com":{"auth":"` + nonce + `"}}}`)}
+		},
+	}
+}
+
 func (h *harness) stop() {
 	if h.proc != nil {
 		_ = h.proc.Stop()
+	}
+	if h.e2e != nil {
+		_ = h.e2e.Stop()
+		return
 	}
 	all := append([]*testenv.Cluster{h.onboarding, h.platform}, h.shared...)
 	testenv.StopClusters(append(all, h.dedicated...)...)
@@ -179,13 +204,8 @@ func fast(cfg *rest.Config) *rest.Config {
 }
 
 func (h *harness) setup(ctx context.Context) error {
-	if err := os.MkdirAll(h.cfg.WorkDir, 0o755); err != nil {
+	if err := h.buildProvider(ctx); err != nil {
 		return err
-	}
-	h.logf("building the provider")
-	h.bin = filepath.Join(h.cfg.WorkDir, "service-provider-kro")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", h.bin, "./cmd/service-provider-kro").CombinedOutput(); err != nil {
-		return fmt.Errorf("go build: %w: %s", err, out)
 	}
 	flux, err := testenv.FluxCRDDirs(ctx)
 	if err != nil {
@@ -210,14 +230,40 @@ func (h *harness) setup(ctx context.Context) error {
 	h.onboarding, h.platform = cs[0], cs[1]
 	h.shared = cs[2 : 2+h.cfg.SharedAPIServers]
 	h.dedicated = cs[2+h.cfg.SharedAPIServers:]
+	for _, d := range h.dedicated {
+		h.dedConfigs = append(h.dedConfigs, d.Config)
+	}
+	if err := h.connect(ctx); err != nil {
+		return err
+	}
+	if err := h.prepareClusters(ctx, []v1alpha1.KroVersion{
+		// Shared API servers: no image pull secrets, whose copies would be one object.
+		{Version: versionShared, ChartVersion: chartVersion, ChartPullSecret: chartSecret},
+		{Version: versionDedicated, ChartVersion: chartVersion, ChartPullSecret: chartSecret, HelmValues: imagePullSecretValues()},
+	}); err != nil {
+		return err
+	}
+	if err := h.startWatches(ctx); err != nil {
+		return err
+	}
+	for range 8 {
+		go h.fluxWorker(ctx)
+	}
+	return h.startProvider(ctx)
+}
+
+// connect makes the harness's clients, writes the onboarding and platform kubeconfigs
+// and runs the provider's init.
+func (h *harness) connect(ctx context.Context) error {
+	var err error
 	if h.ob, err = client.New(fast(h.onboarding.Config), client.Options{Scheme: clusters.Scheme}); err != nil {
 		return err
 	}
 	if h.pl, err = client.New(fast(h.platform.Config), client.Options{Scheme: clusters.Scheme}); err != nil {
 		return err
 	}
-	for _, d := range h.dedicated {
-		c, err := client.New(fast(d.Config), client.Options{Scheme: clusters.Scheme})
+	for _, cfg := range h.dedConfigs {
+		c, err := client.New(fast(cfg), client.Options{Scheme: clusters.Scheme})
 		if err != nil {
 			return err
 		}
@@ -233,41 +279,47 @@ func (h *harness) setup(ctx context.Context) error {
 	if out, err := exec.CommandContext(ctx, h.bin, "init", "--onboarding-kubeconfig", h.obKube, "--platform-kubeconfig", h.plKube).CombinedOutput(); err != nil {
 		return fmt.Errorf("init: %w: %s", err, out)
 	}
-	if err := h.prepareClusters(ctx); err != nil {
-		return err
-	}
-	if err := h.startWatches(ctx); err != nil {
-		return err
-	}
-	for range 8 {
-		go h.fluxWorker(ctx)
-	}
-	return h.startProvider(ctx)
+	return nil
 }
 
-func dockerSecret(name, payload string) *corev1.Secret {
+// buildProvider builds the provider binary into the work folder.
+func (h *harness) buildProvider(ctx context.Context) error {
+	if err := os.MkdirAll(h.cfg.WorkDir, 0o755); err != nil {
+		return err
+	}
+	h.logf("building the provider")
+	h.bin = filepath.Join(h.cfg.WorkDir, "service-provider-kro")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", h.bin, "./cmd/service-provider-kro").CombinedOutput(); err != nil {
+		return fmt.Errorf("go build: %w: %s", err, out)
+	}
+	return nil
+}
+
+// imagePullSecretValues are Helm values that give kro's chart the image pull secret.
+func imagePullSecretValues() *apiextensionsv1.JSON {
+	return &apiextensionsv1.JSON{Raw: []byte(`{"imagePullSecrets":[{"name":"` + imageSecret + `"}]}`)}
+}
+
+func (h *harness) pullSecret(name, nonce string) *corev1.Secret {
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: podNamespace},
 		Type:       corev1.SecretTypeDockerConfigJson,
-		Data:       map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"registry.example.com":{"auth":"` + payload + `"}}}`)},
+		Data:       h.pullSecretData(nonce),
 	}
 }
 
-func (h *harness) prepareClusters(ctx context.Context) error {
+// prepareClusters creates the provider's namespace, its two pull secrets, the
+// ProviderConfig offering versions, and the Kros' namespace.
+func (h *harness) prepareClusters(ctx context.Context, versions []v1alpha1.KroVersion) error {
 	for _, o := range []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: podNamespace}},
-		dockerSecret(chartSecret, "initial"),
-		dockerSecret(imageSecret, "initial"),
+		h.pullSecret(chartSecret, "initial"),
+		h.pullSecret(imageSecret, "initial"),
 		&v1alpha1.ProviderConfig{
 			ObjectMeta: metav1.ObjectMeta{Name: providerName},
 			Spec: v1alpha1.ProviderConfigSpec{
 				PollInterval: &metav1.Duration{Duration: pollInterval},
-				Versions: []v1alpha1.KroVersion{
-					// Shared API servers: no image pull secrets, whose copies would be one object.
-					{Version: versionShared, ChartVersion: chartVersion, ChartPullSecret: chartSecret},
-					{Version: versionDedicated, ChartVersion: chartVersion, ChartPullSecret: chartSecret,
-						HelmValues: &apiextensionsv1.JSON{Raw: []byte(`{"imagePullSecrets":[{"name":"` + imageSecret + `"}]}`)}},
-				},
+				Versions:     versions,
 			},
 		},
 	} {
@@ -285,9 +337,10 @@ func (h *harness) startProvider(ctx context.Context) error {
 	}
 	h.metrics = "http://" + addrs[0] + "/metrics"
 	h.procs++
-	h.proc, err = testenv.StartProcess(fmt.Sprintf("provider-%d", h.procs), h.cfg.WorkDir, []string{"HOME=" + h.cfg.WorkDir}, h.bin, "run",
+	args := append([]string{"run",
 		"--onboarding-kubeconfig", h.obKube, "--platform-kubeconfig", h.plKube, "--pod-namespace", podNamespace,
-		"--metrics-bind-address", addrs[0], "--health-probe-bind-address", addrs[1])
+		"--metrics-bind-address", addrs[0], "--health-probe-bind-address", addrs[1]}, h.cfg.ProviderFlags...)
+	h.proc, err = testenv.StartProcess(fmt.Sprintf("provider-%d", h.procs), h.cfg.WorkDir, []string{"HOME=" + h.cfg.WorkDir}, h.bin, args...)
 	if err != nil {
 		return err
 	}
@@ -492,8 +545,8 @@ func (h *harness) startWatches(ctx context.Context) error {
 		return err
 	}
 	caches := []cache.Cache{plCache, obCache}
-	for i, d := range h.dedicated {
-		c, err := cache.New(fast(d.Config), cache.Options{Scheme: clusters.Scheme, DefaultNamespaces: map[string]cache.Config{controllers.KroNamespace: {}}})
+	for i, d := range h.dedConfigs {
+		c, err := cache.New(fast(d), cache.Options{Scheme: clusters.Scheme, DefaultNamespaces: map[string]cache.Config{controllers.KroNamespace: {}}})
 		if err != nil {
 			return err
 		}
@@ -539,9 +592,13 @@ func (h *harness) platformWatches(ctx context.Context) (cache.Cache, error) {
 	}
 	oci := func(o any, at time.Time) {
 		r := o.(*sourcev1.OCIRepository)
-		if r.Spec.Reference != nil && r.Spec.Reference.Tag == chartVersion && r.Spec.URL == "oci://registry.k8s.io/kro/charts/kro" &&
+		if r.Spec.Reference != nil && r.Spec.Reference.Tag == chartVersion && r.Spec.URL == h.chartURL &&
 			r.Spec.SecretRef != nil && r.Spec.SecretRef.Name == providerName+"-"+chartSecret {
 			h.tr.mark("applied-oci|"+r.Namespace, at)
+			h.tr.added("applied-oci|"+r.Namespace, at)
+		}
+		if h.realFlux {
+			return
 		}
 		h.playFlux(r, r.Generation, r.Status.ObservedGeneration, r.Status.Conditions)
 	}
@@ -550,6 +607,17 @@ func (h *harness) platformWatches(ctx context.Context) (cache.Cache, error) {
 		if r.Spec.ChartRef != nil && r.Spec.ChartRef.Kind == sourcev1.OCIRepositoryKind && r.Spec.KubeConfig != nil &&
 			r.Spec.KubeConfig.SecretRef != nil && r.Spec.KubeConfig.SecretRef.Name == accessSecret {
 			h.tr.mark("applied-hr|"+r.Namespace, at)
+			h.tr.added("applied-hr|"+r.Namespace, at)
+		}
+		if !r.DeletionTimestamp.IsZero() {
+			h.tr.added("hrdeleting|"+r.Namespace, at)
+		}
+		if h.realFlux {
+			if c := meta.FindStatusCondition(r.Status.Conditions, "Ready"); c != nil && c.Status == metav1.ConditionTrue &&
+				r.Status.ObservedGeneration == r.Generation && c.ObservedGeneration == r.Generation {
+				h.tr.added("fluxready-hr|"+r.Namespace, at)
+			}
+			return
 		}
 		h.playFlux(r, r.Generation, r.Status.ObservedGeneration, r.Status.Conditions)
 	}

@@ -4,8 +4,8 @@ import "time"
 
 // Results is everything one run measured; it is written as JSON and rendered as markdown.
 type Results struct {
-	// Mode is "provider" (the harness plays Flux by setting the Flux objects' status) or
-	// "flux" (real source- and helm-controller; not implemented yet).
+	// Mode is "provider": the harness plays Flux by setting the Flux objects' status.
+	// The run with real Flux is in Flux.
 	Mode     string    `json:"mode"`
 	Started  time.Time `json:"started"`
 	Duration string    `json:"duration"`
@@ -35,6 +35,9 @@ type Results struct {
 	// RGDDeletion: the last RGD deleted on a ControlPlane until the blocked Kro is gone.
 	RGDDeletion Dist `json:"rgdDeletion"`
 
+	// Flux is the run with real Flux at small N, when there was one.
+	Flux *FluxResults `json:"flux,omitempty"`
+
 	Targets []Target `json:"targets"`
 }
 
@@ -57,6 +60,8 @@ type Params struct {
 	Repeats          int    `json:"repeats"`
 	IdleWindow       string `json:"idleWindow"`
 	PollInterval     string `json:"pollInterval"`
+	// ProviderFlags were added to the provider's run flags.
+	ProviderFlags []string `json:"providerFlags,omitempty"`
 }
 
 // Step is one burst of new Kros that brings the total to N.
@@ -154,4 +159,6 @@ type Target struct {
 	Measured string `json:"measured"`
 	Met      bool   `json:"met"`
 	Note     string `json:"note,omitempty"`
+	// Flux is the same measure in the run with real Flux, when there was one.
+	Flux string `json:"flux,omitempty"`
 }

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/clusters"
 	"github.com/openmcp-project/service-provider-kro/controllers"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
@@ -117,25 +118,11 @@ func (h *harness) runAtScale(ctx context.Context, res *Results) error {
 	}
 	// 4: rotations.
 	h.logf("rotating the chart pull secret (%d copies) x%d", all, h.cfg.Repeats)
-	chartKeys := func(fp string) []string {
-		var keys []string
-		for _, k := range h.kros {
-			keys = append(keys, "secret|platform|"+k.tenant+"/"+providerName+"-"+chartSecret+"|"+fp)
-		}
-		return keys
-	}
-	if res.ChartSecretRotation, err = h.rotate(ctx, chartSecret, chartKeys); err != nil {
+	if res.ChartSecretRotation, err = h.rotate(ctx, chartSecret, chartCopies(h.kros)); err != nil {
 		return err
 	}
 	h.logf("rotating the image pull secret (%d copies) x%d", len(ded), h.cfg.Repeats)
-	imageKeys := func(fp string) []string {
-		var keys []string
-		for _, k := range ded {
-			keys = append(keys, fmt.Sprintf("secret|dedicated-%d|%s/%s|%s", k.dedicated+1, controllers.KroNamespace, imageSecret, fp))
-		}
-		return keys
-	}
-	if res.ImageSecretRotation, err = h.rotate(ctx, imageSecret, imageKeys); err != nil {
+	if res.ImageSecretRotation, err = h.rotate(ctx, imageSecret, imageCopies(ded)); err != nil {
 		return err
 	}
 	// 2 at steady state: HelmRelease Ready → Kro Ready.
@@ -154,6 +141,30 @@ func (h *harness) runAtScale(ctx context.Context, res *Results) error {
 		return err
 	}
 	return nil
+}
+
+// chartCopies are the tracker keys of the chart pull secret's tenant copies with the data
+// of fingerprint fp.
+func chartCopies(refs []*kroRef) func(fp string) []string {
+	return func(fp string) []string {
+		var keys []string
+		for _, k := range refs {
+			keys = append(keys, "secret|platform|"+k.tenant+"/"+providerName+"-"+chartSecret+"|"+fp)
+		}
+		return keys
+	}
+}
+
+// imageCopies are the tracker keys of the image pull secret's copies on the dedicated
+// ControlPlanes of refs with the data of fingerprint fp.
+func imageCopies(refs []*kroRef) func(fp string) []string {
+	return func(fp string) []string {
+		var keys []string
+		for _, k := range refs {
+			keys = append(keys, fmt.Sprintf("secret|dedicated-%d|%s/%s|%s", k.dedicated+1, clusters.KroNamespace, imageSecret, fp))
+		}
+		return keys
+	}
 }
 
 func round3(v float64) float64 { return float64(int64(v*1000+0.5)) / 1000 }
@@ -389,7 +400,7 @@ func (h *harness) rotate(ctx context.Context, name string, keys func(fp string) 
 		if err := h.pl.Get(ctx, client.ObjectKey{Namespace: podNamespace, Name: name}, s); err != nil {
 			return Rotation{}, err
 		}
-		s.Data = dockerSecret(name, fmt.Sprintf("rotated-%d-%d", r, time.Now().UnixNano())).Data
+		s.Data = h.pullSecretData(fmt.Sprintf("rotated-%d-%d", r, time.Now().UnixNano()))
 		want := keys(fingerprint(s.Data))
 		copies = len(want)
 		start := time.Now()
@@ -425,7 +436,7 @@ func (h *harness) restore(ctx context.Context, ded []*kroRef) (Dist, error) {
 			s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: controllers.KroNamespace, Name: imageSecret}}
 			start := time.Now()
 			if err := h.ded[k.dedicated].Delete(ctx, s); err != nil {
-				return Dist{}, fmt.Errorf("repeat %d: deleting %s on %s: %w", r, imageSecret, k.cp.Name, err)
+				return Dist{}, fmt.Errorf("repeat %d: deleting %s on dedicated-%d: %w", r, imageSecret, k.dedicated+1, err)
 			}
 			at, err := h.tr.waitAddedAfter(ctx, fmt.Sprintf("dedicated-%d|%s/%s", k.dedicated+1, controllers.KroNamespace, imageSecret), start)
 			if err != nil {

@@ -1,7 +1,8 @@
 // Command bench measures the provider's speed and scale against real kube-apiservers and
 // writes the results as JSON, markdown and SVG plots. Run it from the repository root:
 //
-//	go run ./test/bench/cmd/bench                 # the defaults (go tool task bench)
+//	go run ./test/bench/cmd/bench                 # both modes, the defaults (go tool task bench)
+//	go run ./test/bench/cmd/bench -modes flux     # real Flux only; keeps the provider-mode results
 //	go run ./test/bench/cmd/bench -steps 3 ...    # a tiny run (go tool task bench-smoke)
 package main
 
@@ -40,6 +41,8 @@ func run() error {
 		outMD   string
 		timeout time.Duration
 		render  bool
+		modes   string
+		pflags  string
 	)
 	flag.StringVar(&steps, "steps", "10,50,100", "numbers N of ControlPlanes (on shared API servers) after each burst, ascending")
 	flag.IntVar(&cfg.SharedAPIServers, "shared-apiservers", 2, "API servers that serve the N ControlPlanes, each ControlPlane with its own credentials")
@@ -48,7 +51,9 @@ func run() error {
 	flag.IntVar(&cfg.Concurrency, "concurrency", 20, "creates the harness has in flight")
 	flag.IntVar(&cfg.Repeats, "repeats", 5, "repeats of the secret and RGD measurements")
 	flag.DurationVar(&cfg.IdleWindow, "idle", time.Minute, "how long the steady state is watched")
-	flag.StringVar(&cfg.Mode, "mode", "provider", "provider: the harness plays Flux by setting the Flux objects' status (flux: real Flux, not built yet)")
+	flag.StringVar(&modes, "modes", "provider,flux", "provider: the harness plays Flux by setting the Flux objects' status, at large N; flux: real source- and helm-controller install kro's real chart on kwok ControlPlanes, at small N. A mode left out keeps its results from -out-json")
+	flag.StringVar(&pflags, "provider-flags", "", "space-separated flags added to the provider's run, e.g. \"--max-concurrent-reconciles=20\"")
+	flag.IntVar(&cfg.FluxControlPlanes, "flux-controlplanes", 2, "N in flux mode: kwok ControlPlanes, each with its Kro")
 	flag.StringVar(&cfg.WorkDir, "work-dir", ".cache/bench", "folder for the provider binary, kubeconfigs and logs")
 	flag.StringVar(&outJSON, "out-json", "docs/benchmarks.json", "where the results go as JSON")
 	flag.StringVar(&outMD, "out-md", "docs/benchmarks.md", "where the results go as markdown; the SVG plots go next to it")
@@ -67,6 +72,7 @@ func run() error {
 		res.Targets = bench.Evaluate(res)
 		return write(res, outJSON, outMD)
 	}
+	cfg.ProviderFlags = strings.Fields(pflags)
 	for f := range strings.SplitSeq(steps, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 {
@@ -83,15 +89,53 @@ func run() error {
 	ctx, cancelTimeout := context.WithTimeout(ctx, timeout)
 	defer cancelTimeout()
 
-	res, err := bench.Run(ctx, cfg)
-	if err != nil {
-		if res != nil {
-			b, _ := json.MarshalIndent(res, "", "  ")
-			fmt.Fprintf(os.Stderr, "partial results:\n%s\n", b)
+	var runProvider, runFlux bool
+	for m := range strings.SplitSeq(modes, ",") {
+		switch strings.TrimSpace(m) {
+		case "provider":
+			runProvider = true
+		case "flux":
+			runFlux = true
+		default:
+			return fmt.Errorf("-modes: unknown mode %q (provider, flux)", m)
 		}
-		return fmt.Errorf("%w (provider log: %s)", err, filepath.Join(cfg.WorkDir, "provider-*.log"))
 	}
+	previous := &bench.Results{}
+	if b, err := os.ReadFile(outJSON); err == nil {
+		if err := json.Unmarshal(b, previous); err != nil {
+			return fmt.Errorf("reading %s: %w", outJSON, err)
+		}
+	}
+	res := previous
+	if runProvider {
+		r, err := bench.Run(ctx, cfg)
+		if err != nil {
+			return failed(r, err, cfg.WorkDir)
+		}
+		r.Flux = previous.Flux
+		res = r
+	} else if res.Mode == "" {
+		return fmt.Errorf("%s holds no provider-mode results to keep; run with -modes provider,flux", outJSON)
+	}
+	if runFlux {
+		fcfg := cfg
+		fcfg.WorkDir = filepath.Join(cfg.WorkDir, "flux")
+		r, err := bench.RunFlux(ctx, fcfg)
+		if err != nil {
+			return failed(r, err, fcfg.WorkDir)
+		}
+		res.Flux = r
+	}
+	res.Targets = bench.Evaluate(res)
 	return write(res, outJSON, outMD)
+}
+
+// failed prints what a failed run measured so far and says where the logs are.
+func failed(partial any, err error, workDir string) error {
+	if b, jerr := json.MarshalIndent(partial, "", "  "); jerr == nil && string(b) != "null" {
+		fmt.Fprintf(os.Stderr, "partial results:\n%s\n", b)
+	}
+	return fmt.Errorf("%w (provider logs: %s)", err, filepath.Join(workDir, "provider-*.log"))
 }
 
 func write(res *bench.Results, outJSON, outMD string) error {
