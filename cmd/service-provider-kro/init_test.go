@@ -120,3 +120,20 @@ func TestDispatchRejectsUnknownCommands(t *testing.T) {
 	g.Expect(errOut.String()).To(ContainSubstring("usage: service-provider-kro"))
 	g.Expect(dispatch(context.Background(), nil, &out, &errOut)).To(MatchError("no command given"))
 }
+
+func TestRunRejectsNonPositiveClientRates(t *testing.T) {
+	g := NewWithT(t)
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	g.Expect(os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600)).To(Succeed())
+	for _, flags := range [][]string{{"--kube-api-qps=0"}, {"--kube-api-burst=-1"}} {
+		var out, errOut bytes.Buffer
+		args := append([]string{"run", "--onboarding-kubeconfig", kubeconfig, "--platform-kubeconfig", kubeconfig, "--pod-namespace", "p"}, flags...)
+		g.Expect(dispatch(context.Background(), args, &out, &errOut)).To(MatchError("--kube-api-qps and --kube-api-burst must be positive"), "%v", flags)
+	}
+}

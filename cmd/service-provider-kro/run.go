@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -26,6 +27,8 @@ type runOptions struct {
 	access               string
 	probeInterval        time.Duration
 	concurrency          int
+	qps                  float64
+	burst                int
 	metricsAddr          string
 	probeAddr            string
 	leaderElect          bool
@@ -41,6 +44,8 @@ func (o *runOptions) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.access, "controlplane-access", string(controllers.AccessStandalone), "where ControlPlane kubeconfigs come from: standalone (a secret labelled "+controllers.LabelControlPlaneKubeconfig+"=true in the tenant namespace) or openmcp (an AccessRequest per ControlPlane)")
 	fs.DurationVar(&o.probeInterval, "controlplane-probe-interval", 15*time.Second, "how often each engaged ControlPlane is checked for reachability")
 	fs.IntVar(&o.concurrency, "max-concurrent-reconciles", 10, "how many Kros are reconciled at once")
+	fs.Float64Var(&o.qps, "kube-api-qps", clusters.DefaultQPS, "requests per second the provider makes to the onboarding and to the platform cluster, each, in the long run")
+	fs.IntVar(&o.burst, "kube-api-burst", clusters.DefaultBurst, "requests the provider may make to the onboarding and to the platform cluster, each, in a burst above --kube-api-qps")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the metrics endpoint; 0 disables it")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of the health and readiness endpoints")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader on the platform cluster so that only one replica reconciles")
@@ -67,6 +72,12 @@ func runManager(ctx context.Context, args []string, stderr io.Writer) error {
 	platform, err := clusters.RESTConfig(clusters.Platform, o.platformKubeconfig)
 	if err != nil {
 		return err
+	}
+	if o.qps <= 0 || o.burst <= 0 {
+		return fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive")
+	}
+	for _, cfg := range []*rest.Config{onboarding, platform} {
+		cfg.QPS, cfg.Burst = float32(o.qps), o.burst
 	}
 	if o.podNamespace == "" {
 		return fmt.Errorf("the provider's namespace on the platform cluster is unknown: set --pod-namespace or $POD_NAMESPACE")

@@ -69,10 +69,11 @@ weird{label="with \"quote\", comma"} 1
 }
 
 func sample() *Results {
-	r := &Results{Mode: "provider", Duration: "3m0s"}
+	r := &Results{Mode: "provider", Duration: "3m0s", Machine: Machine{CPUs: 2}}
 	r.Steps = []Step{
 		{N: 10, Burst: 10, Applied: Dist{Count: 10, Median: 100, P95: 150, P99: 180, Max: 190}, Ready: Dist{Count: 10, P99: 300}, HelmReadyToKroReady: Dist{Count: 10, P99: 80}, AppliedPerSecond: 20, RSSMiB: 50, HeapMiB: 20},
-		{N: 50, Burst: 40, Applied: Dist{Count: 40, Median: 300, P99: 2500}, Ready: Dist{Count: 40, P99: 3000}, HelmReadyToKroReady: Dist{Count: 40, P99: 120}, AppliedPerSecond: 12, RSSMiB: 70, HeapMiB: 30},
+		{N: 50, Burst: 40, Applied: Dist{Count: 40, Median: 300, P99: 2500}, Ready: Dist{Count: 40, P99: 3000}, HelmReadyToKroReady: Dist{Count: 40, P99: 120}, AppliedPerSecond: 12, RSSMiB: 70, HeapMiB: 30,
+			ProviderCores: 0.42, ProviderCPUMsPerKro: 14, MachineBusy: 0.98},
 	}
 	r.Memory = Memory{BaselineRSSMiB: 40, BaselineHeapMiB: 15, RSSSlope: 0.6, HeapSlope: 0.3, MaxN: 50, RSSAtMaxMiB: 70, HeapAtMaxMiB: 30}
 	r.RGDDeletion = Dist{Count: 4, P99: 140}
@@ -114,7 +115,10 @@ func TestMarkdown(t *testing.T) {
 		"**Provider mode:**",
 		"| Kro created → OCIRepository and HelmRelease applied | burst of 500: p99 < 2 s | burst of 40: p99 2.50 s",
 		"largest burst measured is 40, not 500",
-		"about 1.7 Kros/s at most",
+		"the machine's 2 cores were 98 % busy",
+		"14 ms of CPU per Kro",
+		"the provider alone would need about 3.5 cores",
+		"| 0.42 | 98 % |",
 		"| 50 | 40 | 300 ms / 0 ms / 2.50 s / 0 ms |",
 		"![memory against N](benchmarks-memory.svg)",
 		"## Method",
@@ -122,6 +126,31 @@ func TestMarkdown(t *testing.T) {
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q", want)
+		}
+	}
+	if strings.Contains(md, "## Real Flux") {
+		t.Error("a run without real Flux renders its section")
+	}
+
+	r := sample()
+	r.Flux = &FluxResults{
+		ControlPlanes: 2, Repeats: 3, Flux: "source-controller v1.9.4, helm-controller v1.6.4", Chart: "0.9.4",
+		Ready:                  Dist{Count: 6, Median: 7500, P99: 7700},
+		RGDDeletion:            Dist{Count: 6, P99: 600},
+		RGDDeletionToUninstall: Dist{Count: 6, P99: 34},
+		Setup:                  map[string]float64{"clusters": 4, "flux": 0.2},
+	}
+	r.Targets = Evaluate(r)
+	md = Markdown(r, "l.svg", "m.svg")
+	for _, want := range []string{
+		"## Real Flux",
+		"| measure | target | measured | met | why not, and what would reach it | real Flux, N=2 |",
+		"p99 34 ms to the HelmRelease deleted, 600 ms to the Kro gone",
+		"| Kro created → Ready (chart pulled, kro installed and Available) | 6 | 7.50 s |",
+		"clusters 4.0 s, flux 0.2 s",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown with real Flux lacks %q", want)
 		}
 	}
 }

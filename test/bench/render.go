@@ -122,24 +122,28 @@ func Evaluate(r *Results) []Target {
 // showed; Evaluate shows them only for a missed target.
 func missNotes(r *Results) map[string]string {
 	rc := r.Reconciler
-	serial := fmt.Sprintf("The Kro controller runs %d reconcile(s) at a time and a reconcile took %.0f ms on average here "+
-		"(%.1f reconciles per Kro: the provider's own writes come back as watch events), so work for many Kros queues up: "+
-		"about %.1f Kros/s at most.", rc.Workers, rc.MeanMs, rc.PerKro, 1000/math.Max(1, rc.MeanMs*rc.PerKro))
-	parallel := " What would reach it: MaxConcurrentReconciles of 10–20 for the Kro controller (Kros are independent), " +
-		"fewer reconciles per Kro (ignore events caused by the provider's own unchanged writes) and fewer uncached reads per reconcile."
+	workers := fmt.Sprintf("The Kro controller ran %d reconciles at a time, %.1f per Kro, %.0f ms each on average.", rc.Workers, rc.PerKro, rc.MeanMs)
+	burst := ""
+	if len(r.Steps) > 0 {
+		s := slices.MaxFunc(r.Steps, func(a, b Step) int { return a.Burst - b.Burst })
+		need := float64(targetBurstForAppliedP99) / (targetAppliedP99Ms / 1000)
+		burst = fmt.Sprintf("During the burst of %d the machine's %d cores were %.0f %% busy (API servers, etcd, the harness playing Flux, and the provider), "+
+			"the provider itself using %.2f cores: %.0f ms of CPU per Kro, engaging the Kro's ControlPlane with a cache of its own included. %s "+
+			"A burst of %d within 2 s is %.0f Kros/s; at this cost the provider alone would need about %.1f cores, and the API servers would take several writes per Kro on top. "+
+			"What would reach it: CPU headroom for the provider and the API servers (more workers, --max-concurrent-reconciles, or a higher client rate, --kube-api-qps, "+
+			"do not help while the cores are saturated), and less CPU per Kro.",
+			s.Burst, r.Machine.CPUs, s.MachineBusy*100, s.ProviderCores, s.ProviderCPUMsPerKro, workers,
+			targetBurstForAppliedP99, need, need*s.ProviderCPUMsPerKro/1000)
+	}
 	return map[string]string{
-		"Kro created → OCIRepository and HelmRelease applied":         serial + parallel,
-		"source chart pull secret rotated → last tenant copy updated": serial + " A rotation reconciles every Kro that uses the secret, one after the other, and each updated copy brings its Kro back once more." + parallel,
-		"HelmRelease Ready → Kro Ready":                               serial + parallel,
-		"last RGD deleted → blocked deletion done":                    "The deletion takes several reconciles in a row (RGD gone → HelmRelease deleted → HelmRelease gone → leftovers removed, finalizer dropped). " + serial + parallel,
-		"replicated secret deleted on a ControlPlane → restored":      serial + parallel,
-		"provider memory per engaged ControlPlane":                    "Each engaged ControlPlane has its own cache (RGDs, secrets in kro-system) and clients; sharing transports per API server or narrower caches would reduce it.",
-		"API writes at steady state":                                  "See the idle figures: any write at steady state is a bug to find from apiserverWritesByResource in benchmarks.json.",
-		"API writes after a restart": "Bug: after a restart, each Kro's first reconcile finds its ControlPlane still connecting (controllers/controlplane.go, Access returns " +
-			"NotAvailable \"connecting to the ControlPlane\" until the re-engaged cache has synced), so every Kro goes Ready=False and back: status patches " +
-			"and events per Kro, the only objects that changed. Besides, each reconcile re-applies the OCIRepository, HelmRelease and secret copies " +
-			"with server-side apply, a PATCH even when nothing changes. What would reach 0: keep the last observed ControlPlaneAccess while an " +
-			"engagement is only connecting (or engage every ControlPlane before the first reconcile), and compare with the cache before applying.",
+		"Kro created → OCIRepository and HelmRelease applied":         burst,
+		"source chart pull secret rotated → last tenant copy updated": "A rotation reconciles every Kro that uses the secret. " + workers,
+		"HelmRelease Ready → Kro Ready":                               workers,
+		"last RGD deleted → blocked deletion done":                    "The deletion takes several reconciles in a row (RGD gone → HelmRelease deleted → gone → leftovers removed, finalizer dropped). " + workers,
+		"replicated secret deleted on a ControlPlane → restored":      workers,
+		"provider memory per engaged ControlPlane":                    "Each engaged ControlPlane has its own cache (RGDs, secrets in kro-system) and clients.",
+		"API writes at steady state":                                  "Any write at steady state is a bug: apiserverWritesByResource and objectChangesByKind in benchmarks.json tell which objects.",
+		"API writes after a restart":                                  "Any write after a restart is a bug: restart.krosNotReady, apiserverWritesByResource and objectChangesByKind in benchmarks.json tell which Kros and why.",
 	}
 }
 
@@ -208,11 +212,12 @@ func Markdown(r *Results, latencySVG, memorySVG string) string {
 	p("ControlPlanes are engaged. Latencies per Kro of the burst: median / p95 / p99 / max. \"HelmRelease Ready → Kro Ready\"")
 	p("here is under the burst, behind the queue; the target is taken at steady state (next section).")
 	p("")
-	p("| N | burst | created → Flux objects applied | created → Ready | HelmRelease Ready → Kro Ready | applied Kros/s | RSS MiB | heap MiB |")
-	p("|---|---|---|---|---|---|---|---|")
-	p("| 0 | | | | | | %.1f | %.1f |", r.Memory.BaselineRSSMiB, r.Memory.BaselineHeapMiB)
+	p("| N | burst | created → Flux objects applied | created → Ready | HelmRelease Ready → Kro Ready | applied Kros/s | provider CPU, cores | machine CPU busy | RSS MiB | heap MiB |")
+	p("|---|---|---|---|---|---|---|---|---|---|")
+	p("| 0 | | | | | | | | %.1f | %.1f |", r.Memory.BaselineRSSMiB, r.Memory.BaselineHeapMiB)
 	for _, s := range r.Steps {
-		p("| %d | %d | %s | %s | %s | %.1f | %.1f | %.1f |", s.N, s.Burst, distCell(s.Applied), distCell(s.Ready), distCell(s.HelmReadyToKroReady), s.AppliedPerSecond, s.RSSMiB, s.HeapMiB)
+		p("| %d | %d | %s | %s | %s | %.1f | %.2f | %.0f %% | %.1f | %.1f |", s.N, s.Burst, distCell(s.Applied), distCell(s.Ready), distCell(s.HelmReadyToKroReady),
+			s.AppliedPerSecond, s.ProviderCores, s.MachineBusy*100, s.RSSMiB, s.HeapMiB)
 	}
 	p("")
 	p("Memory slope (least squares over N = 0 and every step): RSS **%.3f MiB** and Go heap in use **%.3f MiB** per", r.Memory.RSSSlope, r.Memory.HeapSlope)
@@ -384,6 +389,8 @@ const methodText = `- **Clusters:** real kube-apiservers with etcd (test/testenv
   data, the secret created again, the Kro deleted. "HelmRelease Ready → Kro Ready" starts when the harness starts the
   later of its two Flux status writes. Percentiles are nearest-rank.
 - **Throughput:** the burst's size over the time from its first create to the last Flux objects applied.
+  Meanwhile the provider's CPU (` + "`process_cpu_seconds_total`" + `) and the share of the machine's cores that were busy
+  (` + "`/proc/stat`" + `: everything, API servers and etcd included) are taken, to tell where the time goes.
 - **Memory:** after each step, once every ControlPlane is engaged and the queue is empty: the median of five RSS
   samples and the minimum of five ` + "`go_memstats_heap_inuse_bytes`" + ` samples, one second apart (the minimum comes
   closest to the live heap without forcing a GC). The slope is a least-squares fit over N.

@@ -77,9 +77,16 @@ type Step struct {
 	// AppliedPerSecond is the burst's size over the time from its first create to its
 	// last Flux objects applied.
 	AppliedPerSecond float64 `json:"appliedPerSecond"`
-	Engaged          int     `json:"engagedControlPlanes"`
-	RSSMiB           float64 `json:"rssMiB"`
-	HeapMiB          float64 `json:"heapInuseMiB"`
+	// ProviderCores is the provider's CPU use while the (first) burst was applied, in cores;
+	// MachineBusy the share of all the machine's cores busy meanwhile (API servers, etcd,
+	// the harness and the provider together), 0..1.
+	ProviderCores float64 `json:"providerCores"`
+	// ProviderCPUMsPerKro is the provider's CPU time over the (first) burst's Kros.
+	ProviderCPUMsPerKro float64 `json:"providerCPUMsPerKro"`
+	MachineBusy         float64 `json:"machineBusy"`
+	Engaged             int     `json:"engagedControlPlanes"`
+	RSSMiB              float64 `json:"rssMiB"`
+	HeapMiB             float64 `json:"heapInuseMiB"`
 }
 
 // Reconciler is the Kro controller's work during the bursts.

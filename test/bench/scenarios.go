@@ -3,6 +3,9 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -240,6 +243,9 @@ func (h *harness) burst(ctx context.Context, refs []*kroRef) (Step, error) {
 	}
 	var applied, ready, helmToReady []time.Duration
 	var busy time.Duration
+	var cpuBurst struct{ provider, perKro, machine float64 }
+	before, beforeErr := h.providerState()
+	cpuBefore := readCPU()
 	for lo := 0; lo < len(refs); lo += size {
 		chunk := refs[lo:min(lo+size, len(refs))]
 		start := time.Now()
@@ -263,6 +269,15 @@ func (h *harness) burst(ctx context.Context, refs []*kroRef) (Step, error) {
 			}
 		}
 		busy += lastApplied.Sub(start)
+		if lo == 0 {
+			// CPU while the first chunk was applied: the provider's, and the machine's.
+			after, err := h.providerState()
+			if elapsed := lastApplied.Sub(start).Seconds(); err == nil && beforeErr == nil && elapsed > 0 {
+				cpuBurst.provider = round3((after.cpu - before.cpu) / elapsed)
+				cpuBurst.perKro = round((after.cpu - before.cpu) * 1000 / float64(len(chunk)))
+				cpuBurst.machine = readCPU().busySince(cpuBefore)
+			}
+		}
 		keys = keys[:0]
 		for _, r := range chunk {
 			keys = append(keys, "ready|"+string(r.uid), "fluxready-oci|"+r.tenant, "fluxready-hr|"+r.tenant)
@@ -282,6 +297,9 @@ func (h *harness) burst(ctx context.Context, refs []*kroRef) (Step, error) {
 		Ready:               Summarize(ready),
 		HelmReadyToKroReady: Summarize(helmToReady),
 		AppliedPerSecond:    round(float64(len(refs)) / busy.Seconds()),
+		ProviderCores:       cpuBurst.provider,
+		ProviderCPUMsPerKro: cpuBurst.perKro,
+		MachineBusy:         cpuBurst.machine,
 	}, nil
 }
 
@@ -556,4 +574,39 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-time.After(d):
 		return nil
 	}
+}
+
+// cpuTimes are the machine's CPU times from /proc/stat (zero where it cannot be read).
+type cpuTimes struct{ busy, total float64 }
+
+func readCPU() cpuTimes {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuTimes{}
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 5 || f[0] != "cpu" {
+		return cpuTimes{}
+	}
+	var t cpuTimes
+	for i, v := range f[1:] {
+		n, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return cpuTimes{}
+		}
+		t.total += n
+		if i != 3 && i != 4 { // idle and iowait
+			t.busy += n
+		}
+	}
+	return t
+}
+
+// busySince is the share of all CPUs that was busy since earlier, 0..1.
+func (t cpuTimes) busySince(earlier cpuTimes) float64 {
+	if t.total <= earlier.total {
+		return 0
+	}
+	return round3((t.busy - earlier.busy) / (t.total - earlier.total))
 }
