@@ -31,6 +31,7 @@ type runOptions struct {
 	burst                int
 	metricsAddr          string
 	probeAddr            string
+	pprofAddr            string
 	leaderElect          bool
 	leaderElectionNS     string
 	zap                  zap.Options
@@ -48,6 +49,7 @@ func (o *runOptions) bind(fs *flag.FlagSet) {
 	fs.IntVar(&o.burst, "kube-api-burst", clusters.DefaultBurst, "requests the provider may make to the onboarding and to the platform cluster, each, in a burst above --kube-api-qps")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the metrics endpoint; 0 disables it")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of the health and readiness endpoints")
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "address of Go's pprof endpoints (/debug/pprof/), for profiling; 0 disables them")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader on the platform cluster so that only one replica reconciles")
 	fs.StringVar(&o.leaderElectionNS, "leader-election-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the leader election lease on the platform cluster (default: $POD_NAMESPACE)")
 	o.zap.BindFlags(fs)
@@ -90,6 +92,7 @@ func runManager(ctx context.Context, args []string, stderr io.Writer) error {
 		Scheme:                  clusters.Scheme,
 		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:  o.probeAddr,
+		PprofBindAddress:        o.pprofAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "service-provider-" + o.providerName,
 		LeaderElectionNamespace: o.leaderElectionNS,

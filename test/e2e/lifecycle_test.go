@@ -259,9 +259,13 @@ var _ = Describe("the Kro lifecycle on two ControlPlanes at once", Ordered, func
 		pc := &v1alpha1.ProviderConfig{}
 		Expect(e.Platform.Client.Get(suiteCtx, client.ObjectKey{Name: e.ProviderName}, pc)).To(Succeed())
 		offered := pc.DeepCopy()
-		pc.Spec.Versions = append(pc.Spec.Versions, v1alpha1.KroVersion{
-			Version: version, ChartVersion: "0.9.4", ChartURL: e.ChartURL, ChartPullSecret: secret,
-		})
+		// v0.9.4 with other chart credentials and nothing else changed, so only the chart pull fails.
+		for _, v := range offered.Spec.Versions {
+			if v.Version == "v0.9.4" {
+				v.Version, v.ChartPullSecret = version, secret
+				pc.Spec.Versions = append(pc.Spec.Versions, v)
+			}
+		}
 		Expect(e.Platform.Client.Update(suiteCtx, pc)).To(Succeed())
 
 		measure("lifecycle: registry refuses the credentials → reported → recovered", func() {
@@ -278,6 +282,7 @@ var _ = Describe("the Kro lifecycle on two ControlPlanes at once", Ordered, func
 			})
 			By("the registry's password is in no condition, and kro stays installed")
 			kro := getKro(Default, cp)
+			GinkgoWriter.Printf("reported: %s\n", condition(kro, controllers.ConditionOCIRepositoryReady).Message)
 			for _, c := range kro.Status.Conditions {
 				Expect(c.Message).NotTo(ContainSubstring(e.Registry.Password))
 			}
