@@ -159,7 +159,10 @@ func (e *Events) handler(key types.NamespacedName) toolscache.ResourceEventHandl
 // watchRGDs waits for kro's CRD on the ControlPlane, then starts the RGD informer.
 func (e *Events) watchRGDs(ctx context.Context, name multicluster.ClusterName, key types.NamespacedName, w *clusterWatch) {
 	log := e.log.WithValues("controlPlane", name)
-	wc, err := client.NewWithWatch(w.cluster.GetConfig(), client.Options{Scheme: w.cluster.GetScheme()})
+	// The cluster's HTTP client and REST mapper: no new connection, no discovery.
+	wc, err := client.NewWithWatch(w.cluster.GetConfig(), client.Options{
+		Scheme: w.cluster.GetScheme(), HTTPClient: w.cluster.GetHTTPClient(), Mapper: w.cluster.GetRESTMapper(),
+	})
 	if err != nil {
 		log.Error(err, "cannot watch CRDs")
 		return

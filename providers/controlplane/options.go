@@ -13,7 +13,8 @@ import (
 // ClusterOptions shapes each ControlPlane's cluster so that its cache holds only what the
 // provider needs there: its own secrets in kro-system (selected by label) and, once kro
 // is installed, ResourceGraphDefinitions. Reading any other kind from the cache fails
-// instead of quietly starting an informer for it; namespaces are read directly.
+// instead of quietly starting an informer for it; namespaces are read directly. The
+// kinds the provider uses are mapped without discovery (NewRESTMapper).
 func ClusterOptions(ownSecrets labels.Selector) cluster.Option {
 	return func(o *cluster.Options) {
 		o.Scheme = clusters.Scheme
@@ -25,5 +26,6 @@ func ClusterOptions(ownSecrets labels.Selector) cluster.Option {
 			},
 		}
 		o.Client.Cache = &client.CacheOptions{DisableFor: []client.Object{&corev1.Namespace{}}}
+		o.MapperProvider = NewRESTMapper
 	}
 }
