@@ -22,9 +22,11 @@ const (
 // Client-side rate limits for the onboarding and platform clusters. client-go's default
 // of 5 requests per second (burst 10) caps a provider serving hundreds of ControlPlanes
 // at a handful of Kros per second; the API servers of these clusters are the platform's.
+// These are Flux's controllers' defaults: a pull secret rotation rewrites one copy per Kro
+// at once up to the burst, then at the rate.
 const (
 	DefaultQPS   = 50
-	DefaultBurst = 100
+	DefaultBurst = 300
 )
 
 // RESTConfig loads a kubeconfig file. An empty path means the ambient configuration:

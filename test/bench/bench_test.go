@@ -174,3 +174,19 @@ func TestCharts(t *testing.T) {
 		}
 	}
 }
+
+func TestRotationTargetUsesTheStepAtOneHundred(t *testing.T) {
+	r := sample()
+	r.ChartSecretRotation = Rotation{Copies: 602, ToLast: Dist{Count: 5, Max: 12000}}
+	r.ChartSecretRotationAtTarget = Rotation{Copies: 100, ToLast: Dist{Count: 5, Max: 800}}
+	for _, tg := range Evaluate(r) {
+		if tg.Name != "source chart pull secret rotated → last tenant copy updated" {
+			continue
+		}
+		if !tg.Met || tg.Note != "" || !strings.Contains(tg.Measured, "800 ms for 100 copies; with all 602: 12.00 s") {
+			t.Fatalf("rotation target: %+v", tg)
+		}
+		return
+	}
+	t.Fatal("no rotation target")
+}

@@ -50,13 +50,20 @@ func Evaluate(r *Results) []Target {
 		Measured: fmt.Sprintf("p99 %s (n=%d)", ms(r.SecretRestored.P99), r.SecretRestored.Count),
 		Met:      r.SecretRestored.Count > 0 && r.SecretRestored.P99 < targetRestoreP99Ms,
 	})
+	at := r.ChartSecretRotationAtTarget
+	if at.Copies == 0 {
+		at = r.ChartSecretRotation
+	}
 	rot := Target{
 		Name: "source chart pull secret rotated → last tenant copy updated", Target: "N=100: < 5 s",
-		Measured: fmt.Sprintf("worst of %d: %s for %d copies", r.ChartSecretRotation.ToLast.Count, ms(r.ChartSecretRotation.ToLast.Max), r.ChartSecretRotation.Copies),
-		Met:      r.ChartSecretRotation.ToLast.Count > 0 && r.ChartSecretRotation.ToLast.Max < targetRotationMs,
+		Measured: fmt.Sprintf("worst of %d: %s for %d copies", at.ToLast.Count, ms(at.ToLast.Max), at.Copies),
+		Met:      at.ToLast.Count > 0 && at.ToLast.Max < targetRotationMs,
 	}
-	if r.ChartSecretRotation.Copies < targetRotationCopies {
-		rot.Note = fmt.Sprintf("measured with %d copies, fewer than the target's 100", r.ChartSecretRotation.Copies)
+	if at.Copies < targetRotationCopies {
+		rot.Note = fmt.Sprintf("measured with %d copies, fewer than the target's 100", at.Copies)
+	}
+	if c := r.ChartSecretRotation; c.Copies > at.Copies {
+		rot.Measured += fmt.Sprintf("; with all %d: %s", c.Copies, ms(c.ToLast.Max))
 	}
 	out = append(out, rot)
 	out = append(out, Target{
@@ -137,7 +144,8 @@ func missNotes(r *Results) map[string]string {
 	}
 	return map[string]string{
 		"Kro created → OCIRepository and HelmRelease applied":         burst,
-		"source chart pull secret rotated → last tenant copy updated": "A rotation reconciles every Kro that uses the secret. " + workers,
+		"source chart pull secret rotated → last tenant copy updated": "A rotation rewrites one copy per Kro on the platform cluster; beyond --kube-api-burst copies " +
+			"they go at --kube-api-qps per second (client-side rate limit). Raise both for fleets that share a secret. " + workers,
 		"HelmRelease Ready → Kro Ready":                               workers,
 		"last RGD deleted → blocked deletion done":                    "The deletion takes several reconciles in a row (RGD gone → HelmRelease deleted → gone → leftovers removed, finalizer dropped). " + workers,
 		"replicated secret deleted on a ControlPlane → restored":      workers,
@@ -236,6 +244,9 @@ func Markdown(r *Results, latencySVG, memorySVG string) string {
 	p("|---|---|---|---|---|---|")
 	row := func(name string, d Dist) { p("| %s | %d | %s |", name, d.Count, distCells(d)) }
 	row("HelmRelease Ready=Unknown → True (harness as helm-controller) → Kro Ready", r.HelmReadyToKroReady)
+	if a := r.ChartSecretRotationAtTarget; a.Copies > 0 {
+		row(fmt.Sprintf("chart pull secret rotated → last of %d tenant copies updated (after the step to N ≥ 100)", a.Copies), a.ToLast)
+	}
 	row(fmt.Sprintf("chart pull secret rotated → last of %d tenant copies updated", r.ChartSecretRotation.Copies), r.ChartSecretRotation.ToLast)
 	row("chart pull secret rotated → each tenant copy updated", r.ChartSecretRotation.PerCopy)
 	row(fmt.Sprintf("image pull secret rotated → last of %d ControlPlane copies updated", r.ImageSecretRotation.Copies), r.ImageSecretRotation.ToLast)

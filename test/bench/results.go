@@ -20,8 +20,12 @@ type Results struct {
 	Idle Idle `json:"idle"`
 	// Restart is the provider restarted with every Kro in place.
 	Restart Restart `json:"restart"`
-	// ChartSecretRotation: the source chart pull secret changed; time to each tenant copy.
+	// ChartSecretRotation: the source chart pull secret changed; time to each tenant copy,
+	// with every Kro in place.
 	ChartSecretRotation Rotation `json:"chartSecretRotation"`
+	// ChartSecretRotationAtTarget is the same after the first step with at least the
+	// target's 100 copies, the figure the target is about.
+	ChartSecretRotationAtTarget Rotation `json:"chartSecretRotationAtTarget"`
 	// ImageSecretRotation: the source image pull secret changed; time to each copy on the
 	// ControlPlanes with their own API server.
 	ImageSecretRotation Rotation `json:"imageSecretRotation"`

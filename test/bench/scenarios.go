@@ -68,6 +68,12 @@ func (h *harness) runSteps(ctx context.Context, res *Results) error {
 		h.logf("step N=%d: applied p99 %.0fms, ready p99 %.0fms, %.1f Kros/s, RSS %.1f MiB, heap %.1f MiB",
 			n, step.Applied.P99, step.Ready.P99, step.AppliedPerSecond, step.RSSMiB, step.HeapMiB)
 		res.Steps = append(res.Steps, step)
+		if res.ChartSecretRotationAtTarget.Copies == 0 && n >= targetRotationCopies {
+			h.logf("step N=%d: rotating the chart pull secret (%d copies) x%d", n, len(h.kros), h.cfg.Repeats)
+			if res.ChartSecretRotationAtTarget, err = h.rotate(ctx, chartSecret, chartCopies(h.kros)); err != nil {
+				return err
+			}
+		}
 		xs, rssY, heapY = append(xs, float64(n)), append(rssY, step.RSSMiB), append(heapY, step.HeapMiB)
 		prev = n
 	}
