@@ -64,7 +64,7 @@ func (r *KroReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Res
 	if err := r.ControlPlanes.Release(ctx, s.kro); err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.removeFinalizer(ctx, s.kro); err != nil {
+	if err := r.removeFinalizer(ctx, s.kro, &s.writes); err != nil {
 		return ctrl.Result{}, err
 	}
 	s.finalized = true

@@ -72,6 +72,8 @@ type scope struct {
 	// than the status already says; it leaves the status alone. The engagement's outcome
 	// brings the Kro back.
 	undecided bool
+	// writes tracks this reconcile's writes to the Kro, to wait for the cache at the end.
+	writes writeTracker
 }
 
 // step is one part of the reconcile. Its error is reported under cond.
@@ -105,16 +107,17 @@ func (r *KroReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl
 	s := &scope{kro: kro, tenantNamespace: tenantNamespace, pollInterval: defaultPollInterval()}
 	defer func() {
 		retErr = errors.Join(retErr, r.writeStatus(ctx, s, before, retErr))
+		waitForCache(ctx, r.Onboarding, req.NamespacedName, &s.writes)
 	}()
 
 	if !kro.DeletionTimestamp.IsZero() {
 		res, err := r.reconcileDelete(ctx, s)
 		if err == nil && !s.finalized {
-			err = r.consumeReconcileOperation(ctx, kro)
+			err = r.consumeReconcileOperation(ctx, kro, &s.writes)
 		}
 		return res, err
 	}
-	if err := r.addFinalizer(ctx, kro); err != nil {
+	if err := r.addFinalizer(ctx, kro, &s.writes); err != nil {
 		return ctrl.Result{}, err
 	}
 	steps := []step{
@@ -135,7 +138,7 @@ func (r *KroReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl
 			break
 		}
 	}
-	if err := r.consumeReconcileOperation(ctx, kro); err != nil {
+	if err := r.consumeReconcileOperation(ctx, kro, &s.writes); err != nil {
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: s.pollInterval}, nil
@@ -160,34 +163,38 @@ func (r *KroReconciler) writeStatus(ctx context.Context, s *scope, before *v1alp
 	base := s.kro.DeepCopy()
 	base.Status = *before
 	s.kro.Status = updated
+	s.writes.before(s.kro)
 	if err := r.Onboarding.Status().Patch(ctx, s.kro, client.MergeFrom(base)); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	return nil
 }
 
-func (r *KroReconciler) addFinalizer(ctx context.Context, kro *v1alpha1.Kro) error {
+func (r *KroReconciler) addFinalizer(ctx context.Context, kro *v1alpha1.Kro, w *writeTracker) error {
 	orig := kro.DeepCopy()
 	if !controllerutil.AddFinalizer(kro, Finalizer) {
 		return nil
 	}
+	w.before(kro)
 	return r.Onboarding.Patch(ctx, kro, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
 }
 
-func (r *KroReconciler) removeFinalizer(ctx context.Context, kro *v1alpha1.Kro) error {
+func (r *KroReconciler) removeFinalizer(ctx context.Context, kro *v1alpha1.Kro, w *writeTracker) error {
 	orig := kro.DeepCopy()
 	if !controllerutil.RemoveFinalizer(kro, Finalizer) {
 		return nil
 	}
+	w.before(kro)
 	return client.IgnoreNotFound(r.Onboarding.Patch(ctx, kro, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})))
 }
 
 // consumeReconcileOperation removes openmcp.cloud/operation=reconcile, and only that
 // annotation, once the requested reconcile has run.
-func (r *KroReconciler) consumeReconcileOperation(ctx context.Context, kro *v1alpha1.Kro) error {
+func (r *KroReconciler) consumeReconcileOperation(ctx context.Context, kro *v1alpha1.Kro, w *writeTracker) error {
 	if kro.Annotations[constants.OperationAnnotation] != constants.OperationAnnotationValueReconcile {
 		return nil
 	}
+	w.before(kro)
 	patch := []byte(`{"metadata":{"annotations":{"` + constants.OperationAnnotation + `":null}}}`)
 	return client.IgnoreNotFound(r.Onboarding.Patch(ctx, kro, client.RawPatch(types.MergePatchType, patch)))
 }

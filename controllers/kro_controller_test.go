@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -566,4 +567,34 @@ func TestSourceSecretMapsToExactlyItsKros(t *testing.T) {
 	g.Expect(r.krosOfSecret(context.Background(), secret(chart))).To(ConsistOf(ctrl.Request{NamespacedName: client.ObjectKeyFromObject(a)}))
 	g.Expect(r.krosOfSecret(context.Background(), secret(image))).To(ConsistOf(ctrl.Request{NamespacedName: client.ObjectKeyFromObject(b)}))
 	g.Expect(r.krosOfSecret(context.Background(), secret(uniq("unused")))).To(BeEmpty())
+}
+
+// TestFluxFlipsRightAfterAStatusWriteAreSeen: the HelmRelease goes not Ready, and back to
+// Ready the moment the Kro reports it, many times. The reconcile that follows the second
+// change must not take its own previous status write for missing (a stale cached Kro
+// whose status already looks right would leave the Kro not Ready until the poll interval,
+// 10 minutes in this suite).
+func TestFluxFlipsRightAfterAStatusWriteAreSeen(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t, g)
+	version := uniq("v1")
+	chartSecret := uniq("chart-pull")
+	sourceSecret(g, chartSecret, corev1.SecretTypeDockerConfigJson, "a")
+	offerVersion(g, v1alpha1.KroVersion{Version: version, ChartVersion: "0.9.4", ChartPullSecret: chartSecret})
+	k := readyKro(t, g, ns, "flips", version)
+	key := client.ObjectKeyFromObject(k)
+	readyIs := func(want metav1.ConditionStatus) func(g Gomega) {
+		return func(g Gomega) {
+			kro := &v1alpha1.Kro{}
+			g.Expect(onboarding.Client.Get(ctx, key, kro)).To(Succeed())
+			g.Expect(condition(kro, v1alpha1.ConditionReady).Status).To(Equal(want))
+		}
+	}
+	for i := range 20 {
+		fluxReady(g, getHelmRelease(g, k), metav1.ConditionFalse, fmt.Sprintf("upgrade %d failed", i))
+		g.Eventually(readyIs(metav1.ConditionFalse)).WithTimeout(timeout).WithPolling(2*time.Millisecond).Should(Succeed(), "flip %d", i)
+		fluxReady(g, getHelmRelease(g, k), metav1.ConditionTrue, "Helm upgrade succeeded")
+		g.Eventually(readyIs(metav1.ConditionTrue)).WithTimeout(10*time.Second).WithPolling(10*time.Millisecond).Should(Succeed(), "flip %d: the Kro missed the HelmRelease's Ready", i)
+	}
 }
