@@ -590,47 +590,51 @@ func (h *harness) platformWatches(ctx context.Context) (cache.Cache, error) {
 	if err != nil {
 		return nil, err
 	}
-	oci := func(o any, at time.Time) {
-		r := o.(*sourcev1.OCIRepository)
-		if r.Spec.Reference != nil && r.Spec.Reference.Tag == chartVersion && r.Spec.URL == h.chartURL &&
-			r.Spec.SecretRef != nil && r.Spec.SecretRef.Name == providerName+"-"+chartSecret {
-			h.tr.mark("applied-oci|"+r.Namespace, at)
-			h.tr.added("applied-oci|"+r.Namespace, at)
-		}
-		if h.realFlux {
-			return
-		}
-		h.playFlux(r, r.Generation, r.Status.ObservedGeneration, r.Status.Conditions)
-	}
-	hr := func(o any, at time.Time) {
-		r := o.(*helmv2.HelmRelease)
-		if r.Spec.ChartRef != nil && r.Spec.ChartRef.Kind == sourcev1.OCIRepositoryKind && r.Spec.KubeConfig != nil &&
-			r.Spec.KubeConfig.SecretRef != nil && r.Spec.KubeConfig.SecretRef.Name == accessSecret {
-			h.tr.mark("applied-hr|"+r.Namespace, at)
-			h.tr.added("applied-hr|"+r.Namespace, at)
-		}
-		if !r.DeletionTimestamp.IsZero() {
-			h.tr.added("hrdeleting|"+r.Namespace, at)
-		}
-		if h.realFlux {
-			if c := meta.FindStatusCondition(r.Status.Conditions, "Ready"); c != nil && c.Status == metav1.ConditionTrue &&
-				r.Status.ObservedGeneration == r.Generation && c.ObservedGeneration == r.Generation {
-				h.tr.added("fluxready-hr|"+r.Namespace, at)
-			}
-			return
-		}
-		h.playFlux(r, r.Generation, r.Status.ObservedGeneration, r.Status.Conditions)
-	}
-	if err := h.watch(ctx, plCache, "platform", &sourcev1.OCIRepository{}, handlers{add: oci, update: oci}); err != nil {
+	if err := h.watch(ctx, plCache, "platform", &sourcev1.OCIRepository{}, handlers{add: h.ociEvent, update: h.ociEvent}); err != nil {
 		return nil, err
 	}
-	if err := h.watch(ctx, plCache, "platform", &helmv2.HelmRelease{}, handlers{add: hr, update: hr}); err != nil {
+	if err := h.watch(ctx, plCache, "platform", &helmv2.HelmRelease{}, handlers{add: h.helmReleaseEvent, update: h.helmReleaseEvent}); err != nil {
 		return nil, err
 	}
 	if err := h.watch(ctx, plCache, "platform", &corev1.Secret{}, h.secretHandlers("platform")); err != nil {
 		return nil, err
 	}
 	return plCache, nil
+}
+
+// ociEvent records an OCIRepository applied as expected, and plays source-controller.
+func (h *harness) ociEvent(o any, at time.Time) {
+	r := o.(*sourcev1.OCIRepository)
+	if r.Spec.Reference != nil && r.Spec.Reference.Tag == chartVersion && r.Spec.URL == h.chartURL &&
+		r.Spec.SecretRef != nil && r.Spec.SecretRef.Name == providerName+"-"+chartSecret {
+		h.tr.mark("applied-oci|"+r.Namespace, at)
+		h.tr.added("applied-oci|"+r.Namespace, at)
+	}
+	if !h.realFlux {
+		h.playFlux(r, r.Generation, r.Status.ObservedGeneration, r.Status.Conditions)
+	}
+}
+
+// helmReleaseEvent records a HelmRelease applied as expected, deleted, and (real Flux)
+// Ready for its generation; in provider mode it plays helm-controller.
+func (h *harness) helmReleaseEvent(o any, at time.Time) {
+	r := o.(*helmv2.HelmRelease)
+	if r.Spec.ChartRef != nil && r.Spec.ChartRef.Kind == sourcev1.OCIRepositoryKind && r.Spec.KubeConfig != nil &&
+		r.Spec.KubeConfig.SecretRef != nil && r.Spec.KubeConfig.SecretRef.Name == accessSecret {
+		h.tr.mark("applied-hr|"+r.Namespace, at)
+		h.tr.added("applied-hr|"+r.Namespace, at)
+	}
+	if !r.DeletionTimestamp.IsZero() {
+		h.tr.added("hrdeleting|"+r.Namespace, at)
+	}
+	if !h.realFlux {
+		h.playFlux(r, r.Generation, r.Status.ObservedGeneration, r.Status.Conditions)
+		return
+	}
+	if c := meta.FindStatusCondition(r.Status.Conditions, "Ready"); c != nil && c.Status == metav1.ConditionTrue &&
+		r.Status.ObservedGeneration == r.Generation && c.ObservedGeneration == r.Generation {
+		h.tr.added("fluxready-hr|"+r.Namespace, at)
+	}
 }
 
 // onboardingWatches record the Kros' readiness, blocked deletions, RGD counts and deletion.
