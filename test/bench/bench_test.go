@@ -79,6 +79,7 @@ func sample() *Results {
 	r.RGDDeletion = Dist{Count: 4, P99: 140}
 	r.HelmReadyToKroReady = Dist{Count: 10, P99: 90}
 	r.Reconciler = Reconciler{Workers: 1, Reconciles: 150, PerKro: 3, MeanMs: 200}
+	r.Params = Params{Steps: []int{10, 50}, SharedAPIServers: 2, Dedicated: 2, Concurrency: 20, Repeats: 3, IdleWindow: "1m0s"}
 	r.SecretRestored = Dist{Count: 4, P99: 60}
 	r.ChartSecretRotation = Rotation{Copies: 52, ToLast: Dist{Count: 3, Max: 900}}
 	r.Idle = Idle{Kros: 52, WindowSeconds: 60}
@@ -123,6 +124,7 @@ func TestMarkdown(t *testing.T) {
 		"![memory against N](benchmarks-memory.svg)",
 		"## Method",
 		"## Machine and parameters",
+		"Reproduce: `go tool task bench -- -steps 10,50 -shared-apiservers 2 -repeats 3`",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q", want)

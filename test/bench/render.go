@@ -278,7 +278,7 @@ func Markdown(r *Results, latencySVG, memorySVG string) string {
 	p("| reconciles | %.1f /min |", i.ReconcilesPerMin)
 	p("| CPU | %.3f cores |", i.CPUCores)
 	p("| restart: process start → all %d Kros re-verified | %.2f s |", s.Kros, s.SecondsToReverified)
-	p("| restart: reconciles, requests | %.0f reconciles, %.0f requests (re-verifying is bound by the same serial reconciles as the bursts) |", s.Reconciles, s.Requests)
+	p("| restart: reconciles, requests | %.0f reconciles, %.0f requests (%d at a time, as in the bursts) |", s.Reconciles, s.Requests, r.Reconciler.Workers)
 	p("| restart: Kros seen not Ready meanwhile | %s |", counts(s.KrosNotReady))
 	p("| restart: write requests by the provider | %.0f (%s) |", s.WriteRequests, verbs(s.WriteRequestsByVerb))
 	p("| restart: write requests seen by the API servers (leases excluded) | %.0f %s |", total(s.APIServerWrites), resources(s.APIServerWrites))
@@ -294,7 +294,7 @@ func Markdown(r *Results, latencySVG, memorySVG string) string {
 	p("## Machine and parameters")
 	p("")
 	m := r.Machine
-	p("- %d CPUs, %.1f GiB memory, %s, %s; kube-apiserver %s. The machine was shared with other work while measuring.", m.CPUs, m.MemoryGiB, m.OS, m.GoVersion, m.KubeAPIServer)
+	p("- %d CPUs, %.1f GiB memory, %s, %s; kube-apiserver %s. Nothing else of this project ran meanwhile, but the machine may be shared: compare runs as ratios.", m.CPUs, m.MemoryGiB, m.OS, m.GoVersion, m.KubeAPIServer)
 	pa := r.Params
 	p("- steps N = %v on %d shared API servers; %d ControlPlanes with an API server of their own; burst size %s; %d creates in flight; %d repeats; idle window %s; ProviderConfig pollInterval %s.",
 		pa.Steps, pa.SharedAPIServers, pa.Dedicated, burstText(pa.BurstSize), pa.Concurrency, pa.Repeats, pa.IdleWindow, pa.PollInterval)
@@ -302,9 +302,37 @@ func Markdown(r *Results, latencySVG, memorySVG string) string {
 		p("- provider flags added: `%s`.", strings.Join(pa.ProviderFlags, " "))
 	}
 	p("")
-	p("Reproduce: `go tool task bench` (these defaults, a few minutes on 2 cores), or")
-	p("`go run ./test/bench/cmd/bench -help` for the parameters, e.g. `-steps 10,100,250,500 -shared-apiservers 4`.")
+	p("Reproduce: `%s` (`go run ./test/bench/cmd/bench -help` lists the parameters; without any, a smaller run of a", reproduce(r))
+	p("few minutes on 2 cores).")
 	return b.String()
+}
+
+// reproduce is the command line that measures with r's parameters.
+func reproduce(r *Results) string {
+	pa := r.Params
+	var steps []string
+	for _, n := range pa.Steps {
+		steps = append(steps, fmt.Sprint(n))
+	}
+	args := []string{"-steps " + strings.Join(steps, ","), fmt.Sprintf("-shared-apiservers %d", pa.SharedAPIServers)}
+	for _, a := range []struct {
+		flag       string
+		value, def any
+	}{
+		{"-dedicated", pa.Dedicated, 2}, {"-burst", pa.BurstSize, 0}, {"-concurrency", pa.Concurrency, 20},
+		{"-repeats", pa.Repeats, 5}, {"-idle", pa.IdleWindow, "1m0s"},
+	} {
+		if a.value != a.def {
+			args = append(args, fmt.Sprintf("%s %v", a.flag, a.value))
+		}
+	}
+	if r.Flux != nil && r.Flux.ControlPlanes != 2 {
+		args = append(args, fmt.Sprintf("-flux-controlplanes %d", r.Flux.ControlPlanes))
+	}
+	if len(pa.ProviderFlags) > 0 {
+		args = append(args, fmt.Sprintf("-provider-flags %q", strings.Join(pa.ProviderFlags, " ")))
+	}
+	return "go tool task bench -- " + strings.Join(args, " ")
 }
 
 func counts(m map[string]int) string {
