@@ -166,23 +166,6 @@ func missNotes(r *Results) map[string]string {
 	}
 }
 
-func verbs(m map[string]float64) string {
-	if len(m) == 0 {
-		return "none"
-	}
-	var parts []string
-	for _, k := range slices.Sorted(func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
-		parts = append(parts, fmt.Sprintf("%s %.0f", k, m[k]))
-	}
-	return strings.Join(parts, ", ")
-}
-
 // Markdown renders the results as docs/benchmarks.md; latencySVG and memorySVG are the
 // plots' file names next to it.
 func Markdown(r *Results, latencySVG, memorySVG string) string {
@@ -307,6 +290,41 @@ func Markdown(r *Results, latencySVG, memorySVG string) string {
 	return b.String()
 }
 
+// joinSorted formats m's entries in key order and joins them with sep; empty is for no entries.
+func joinSorted[V any](m map[string]V, format, sep, empty string) string {
+	if len(m) == 0 {
+		return empty
+	}
+	parts := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf(format, k, m[k]))
+	}
+	return strings.Join(parts, sep)
+}
+
+// verbs lists requests by method: "GET 8, PATCH 2".
+func verbs(m map[string]float64) string { return joinSorted(m, "%s %.0f", ", ", "none") }
+
+// counts lists distinct states with how often each was seen: 2 × "…".
+func counts(m map[string]int) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	parts := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%d × %q", m[k], k))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// resources lists writes by resource in parentheses, or nothing.
+func resources(m map[string]float64) string {
+	if len(m) == 0 {
+		return ""
+	}
+	return "(" + joinSorted(m, "%s: %.0f", "; ", "") + ")"
+}
+
 // reproduce is the command line that measures with r's parameters.
 func reproduce(r *Results) string {
 	pa := r.Params
@@ -335,45 +353,11 @@ func reproduce(r *Results) string {
 	return "go tool task bench -- " + strings.Join(args, " ")
 }
 
-func counts(m map[string]int) string {
-	if len(m) == 0 {
-		return "none"
-	}
-	var parts []string
-	for _, k := range slices.Sorted(func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
-		parts = append(parts, fmt.Sprintf("%d × %q", m[k], k))
-	}
-	return strings.Join(parts, "; ")
-}
-
 func burstText(n int) string {
 	if n <= 0 {
 		return "the whole step"
 	}
 	return fmt.Sprint(n)
-}
-
-func resources(m map[string]float64) string {
-	if len(m) == 0 {
-		return ""
-	}
-	var parts []string
-	for _, k := range slices.Sorted(func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
-		parts = append(parts, fmt.Sprintf("%s: %.0f", k, m[k]))
-	}
-	return "(" + strings.Join(parts, "; ") + ")"
 }
 
 // fluxMarkdown renders the run with real Flux.
