@@ -577,12 +577,7 @@ func TestSourceSecretMapsToExactlyItsKros(t *testing.T) {
 func TestFluxFlipsRightAfterAStatusWriteAreSeen(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t, g)
-	version := uniq("v1")
-	chartSecret := uniq("chart-pull")
-	sourceSecret(g, chartSecret, corev1.SecretTypeDockerConfigJson, "a")
-	offerVersion(g, v1alpha1.KroVersion{Version: version, ChartVersion: "0.9.4", ChartPullSecret: chartSecret})
-	k := readyKro(t, g, ns, "flips", version)
+	k := readyKro(t, g, newNamespace(t, g), "flips", baseVersion)
 	key := client.ObjectKeyFromObject(k)
 	readyIs := func(want metav1.ConditionStatus) func(g Gomega) {
 		return func(g Gomega) {

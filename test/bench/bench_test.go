@@ -126,9 +126,7 @@ func TestMarkdown(t *testing.T) {
 		"## Machine and parameters",
 		"Reproduce: `go tool task bench -- -steps 10,50 -shared-apiservers 2 -repeats 3`",
 	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("markdown lacks %q", want)
-		}
+		expectIn(t, "markdown", md, want)
 	}
 	if strings.Contains(md, "## Real Flux") {
 		t.Error("a run without real Flux renders its section")
@@ -151,9 +149,14 @@ func TestMarkdown(t *testing.T) {
 		"| Kro created → Ready (chart pulled, kro installed and Available) | 6 | 7.50 s |",
 		"clusters 4.0 s, flux 0.2 s",
 	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("markdown with real Flux lacks %q", want)
-		}
+		expectIn(t, "markdown with real Flux", md, want)
+	}
+}
+
+func expectIn(t *testing.T, what, text, want string) {
+	t.Helper()
+	if !strings.Contains(text, want) {
+		t.Errorf("%s lacks %q", what, want)
 	}
 }
 

@@ -12,10 +12,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/controllers"
@@ -263,7 +261,9 @@ func (h *harness) installOnce(ctx context.Context, k *kroRef) (applied, ready, h
 // HelmRelease and until the Kro is gone.
 func (h *harness) blockedDeletionOnce(ctx context.Context, k *kroRef, name string) (gone, toUninstall time.Duration, err error) {
 	c := h.ded[k.dedicated]
-	if err = waitEstablished(ctx, c, "resourcegraphdefinitions.kro.run"); err != nil {
+	crdCtx, cancel := context.WithTimeout(ctx, waitTimeout)
+	defer cancel()
+	if err = testenv.WaitForCRD(crdCtx, c, "resourcegraphdefinitions.kro.run", 100*time.Millisecond); err != nil {
 		return
 	}
 	u := rgd(name)
@@ -292,26 +292,6 @@ func (h *harness) blockedDeletionOnce(ctx context.Context, k *kroRef, name strin
 		return
 	}
 	return seen["gone|"+string(k.uid)].Sub(start), deleting.Sub(start), nil
-}
-
-func waitEstablished(ctx context.Context, c client.Client, name string) error {
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := c.Get(ctx, client.ObjectKey{Name: name}, crd); err == nil {
-			for _, cond := range crd.Status.Conditions {
-				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-					return nil
-				}
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("CRD %s not established after %s", name, waitTimeout)
-		}
-		if err := sleep(ctx, 100*time.Millisecond); err != nil {
-			return err
-		}
-	}
 }
 
 // fluxSteadyState measures with every Kro Ready and kro installed: memory, idle cost,

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
@@ -66,4 +69,24 @@ func KroCRDDir(ctx context.Context) (string, error) {
 func InstallCRDDir(_ context.Context, c *Cluster, dir string) error {
 	_, err := envtest.InstallCRDs(c.Config, envtest.CRDInstallOptions{Paths: []string{dir}, ErrorIfPathMissing: true})
 	return err
+}
+
+// WaitForCRD waits until the CRD of that name exists and is Established on the cluster
+// of c, polling every interval, for as long as ctx lasts.
+func WaitForCRD(ctx context.Context, c client.Client, name string, interval time.Duration) error {
+	for {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, crd); err == nil {
+			for _, cond := range crd.Status.Conditions {
+				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for CRD %s to be established: %w", name, ctx.Err())
+		case <-time.After(interval):
+		}
+	}
 }

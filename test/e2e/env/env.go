@@ -467,17 +467,8 @@ func (e *Env) StartKroController(ctx context.Context, cp *ControlPlane) error {
 	if running {
 		return nil
 	}
-	for {
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		err := cp.Client.Get(ctx, client.ObjectKey{Name: RGDCRD}, crd)
-		if err == nil && established(crd) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s on %s: %w", RGDCRD, cp.Name, ctx.Err())
-		case <-time.After(time.Second):
-		}
+	if err := testenv.WaitForCRD(ctx, cp.Client, RGDCRD, time.Second); err != nil {
+		return fmt.Errorf("%s: %w", cp.Name, err)
 	}
 	p, err := testenv.StartKroController(ctx, e.log, testenv.KroControllerOptions{
 		Name:       "kro-controller-" + cp.Name,
@@ -494,15 +485,6 @@ func (e *Env) StartKroController(ctx context.Context, cp *ControlPlane) error {
 	}
 	e.kroControllers[cp.Name] = p
 	return nil
-}
-
-func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
-	for _, c := range crd.Status.Conditions {
-		if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-			return true
-		}
-	}
-	return false
 }
 
 // Stop stops everything: the provider first, then kro's controllers, Flux, the registry
