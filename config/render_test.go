@@ -55,7 +55,7 @@ func TestOnboardingOverlay(t *testing.T) {
 	objs := render(t, OnboardingOverlay)
 	wantKinds(t, objs, "Namespace", "CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding")
 	crds := kindOf[apiextensionsv1.CustomResourceDefinition](t, objs, "CustomResourceDefinition")
-	if len(crds) != 1 || crds[0].Name != "kros.kro.services.open-control-plane.io" || crds[0].Labels[crd.ClusterLabel] != "onboarding" {
+	if len(crds) != 1 || crds[0].Name != "kroes.kro.services.open-control-plane.io" || crds[0].Labels[crd.ClusterLabel] != "onboarding" {
 		t.Errorf("the onboarding overlay must install exactly the Kro CRD, labelled for the onboarding cluster: %v", names(crds))
 	}
 	checkBindings(t, objs)

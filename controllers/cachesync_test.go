@@ -25,7 +25,7 @@ type laggingReader struct {
 func (l *laggingReader) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
 	i := min(int(l.gets.Add(1))-1, len(l.versions)-1)
 	if l.versions[i] == "" {
-		return apierrors.NewNotFound(schema.GroupResource{Resource: "kros"}, key.Name)
+		return apierrors.NewNotFound(schema.GroupResource{Resource: "kroes"}, key.Name)
 	}
 	obj.(*v1alpha1.Kro).ResourceVersion = l.versions[i]
 	return nil

@@ -98,7 +98,7 @@ type KroStatus struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:scope=Namespaced,path=kros,singular=kro
+// +kubebuilder:resource:scope=Namespaced,path=kroes,singular=kro
 // +kubebuilder:metadata:labels="openmcp.cloud/cluster=onboarding"
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.spec.version`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`

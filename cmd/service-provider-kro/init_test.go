@@ -20,7 +20,7 @@ import (
 )
 
 const (
-	kroCRD            = "kros.kro.services.open-control-plane.io"
+	kroCRD            = "kroes.kro.services.open-control-plane.io"
 	providerConfigCRD = "providerconfigs.kro.services.open-control-plane.io"
 )
 

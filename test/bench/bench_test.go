@@ -46,7 +46,7 @@ func TestParseProm(t *testing.T) {
 # TYPE apiserver_request_total counter
 apiserver_request_total{code="201",component="apiserver",resource="secrets",verb="POST"} 3
 apiserver_request_total{code="200",component="apiserver",resource="leases",verb="PUT"} 9
-apiserver_request_total{code="200",resource="kros",subresource="status",verb="PATCH"} 2
+apiserver_request_total{code="200",resource="kroes",subresource="status",verb="PATCH"} 2
 process_resident_memory_bytes 4.194304e+07
 weird{label="with \"quote\", comma"} 1
 `
@@ -57,7 +57,7 @@ weird{label="with \"quote\", comma"} 1
 	writes := SumBy(s, "apiserver_request_total", func(l map[string]string) (string, bool) {
 		return l["verb"] + " " + l["resource"] + "/" + l["subresource"], l["resource"] != "leases"
 	})
-	if writes["POST secrets/"] != 3 || writes["PATCH kros/status"] != 2 || len(writes) != 2 {
+	if writes["POST secrets/"] != 3 || writes["PATCH kroes/status"] != 2 || len(writes) != 2 {
 		t.Fatalf("writes %v", writes)
 	}
 	if got := Sum(s, "weird", func(l map[string]string) bool { return l["label"] == `with "quote", comma` }); got != 1 {

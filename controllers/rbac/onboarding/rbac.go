@@ -12,11 +12,11 @@
 //   - Events (events.k8s.io): the reconciler's events on Kros; patch counts up a
 //     repeated event.
 //
-// Not granted: update on kros/finalizers. The provider sets no owner references on
+// Not granted: update on kroes/finalizers. The provider sets no owner references on
 // other objects pointing at a Kro, so OwnerReferencesPermissionEnforcement never asks
 // for it; the finalizer itself is added with a patch of the Kro.
 package onboarding
 
-// +kubebuilder:rbac:groups=kro.services.open-control-plane.io,resources=kros,verbs=list;watch;patch
-// +kubebuilder:rbac:groups=kro.services.open-control-plane.io,resources=kros/status,verbs=patch
+// +kubebuilder:rbac:groups=kro.services.open-control-plane.io,resources=kroes,verbs=list;watch;patch
+// +kubebuilder:rbac:groups=kro.services.open-control-plane.io,resources=kroes/status,verbs=patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
