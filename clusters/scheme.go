@@ -5,6 +5,7 @@ import (
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	krov1alpha1 "github.com/kubernetes-sigs/kro/api/v1alpha1"
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
+	providerv1alpha1 "github.com/openmcp-project/openmcp-operator/api/provider/v1alpha1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -14,7 +15,8 @@ import (
 )
 
 // Scheme knows every kind the provider reads or writes on any of its clusters: core
-// Kubernetes, CRDs, this API, Flux and kro.
+// Kubernetes, CRDs, this API, Flux, kro and openmcp (AccessRequests, ClusterRequests, the
+// ServiceProvider).
 var Scheme = runtime.NewScheme()
 
 func init() {
@@ -25,4 +27,5 @@ func init() {
 	utilruntime.Must(helmv2.AddToScheme(Scheme))
 	utilruntime.Must(krov1alpha1.AddToScheme(Scheme))
 	utilruntime.Must(clustersv1alpha1.AddToScheme(Scheme))
+	utilruntime.Must(providerv1alpha1.AddToScheme(Scheme))
 }

@@ -12,12 +12,14 @@ import (
 	openmcpconst "github.com/openmcp-project/openmcp-operator/api/constants"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
@@ -114,17 +116,31 @@ func accessCache(platform cluster.Cluster, mode AccessMode, providerName string)
 	if mode == AccessOpenMCP {
 		byObject = map[client.Object]cache.ByObject{
 			&clustersv1alpha1.AccessRequest{}: {Label: labels.SelectorFromSet(labels.Set{openmcpconst.ManagedByLabel: providerName})},
+			// openmcp's access secrets carry no label of ours, so the provider follows the
+			// metadata of every secret (no data) to see a rotation the moment it happens.
+			accessSecretMetadata(): {},
 		}
 	}
 	return cache.New(platform.GetConfig(), cache.Options{Scheme: platform.GetScheme(), ByObject: byObject})
+}
+
+// accessSecretMetadata is the metadata of a Secret, for a metadata-only informer.
+func accessSecretMetadata() *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	return m
 }
 
 func (c *engagedControlPlanes) Sources(inTenantNamespace handler.EventHandler) []source.Source {
 	srcs := []source.Source{c.events.Source()}
 	switch c.mode {
 	case AccessOpenMCP:
-		// A granted (or re-granted) AccessRequest brings the Kro back.
-		srcs = append(srcs, source.Kind[client.Object](c.kubeconfigs, &clustersv1alpha1.AccessRequest{}, inTenantNamespace))
+		// A granted (or re-granted) AccessRequest brings the Kro back, and so does a
+		// change of any secret in the tenant namespace: openmcp's cluster providers rotate
+		// the access secret in place, and the reconcile reads it and re-engages.
+		srcs = append(srcs,
+			source.Kind[client.Object](c.kubeconfigs, &clustersv1alpha1.AccessRequest{}, inTenantNamespace),
+			source.Kind[client.Object](c.kubeconfigs, accessSecretMetadata(), inTenantNamespace, predicate.ResourceVersionChangedPredicate{}))
 	default:
 		srcs = append(srcs, source.Kind[client.Object](c.kubeconfigs, &corev1.Secret{}, inTenantNamespace))
 	}

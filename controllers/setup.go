@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -35,6 +36,10 @@ type Options struct {
 	MaxBackoff time.Duration
 	// MaxConcurrentReconciles is how many Kros are reconciled at once (default 10).
 	MaxConcurrentReconciles int
+	// Identity names the provider in what it writes on the onboarding cluster: the field
+	// manager of its patches of Kros and the source of its events. Environments that
+	// share an onboarding cluster give different ones. Default "service-provider-<name>".
+	Identity string
 }
 
 // Setup wires the provider into the onboarding cluster's manager: the platform cluster,
@@ -47,6 +52,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, platformConfig *rest.Config, o
 	}
 	if o.Access == "" {
 		o.Access = AccessStandalone
+	}
+	if o.Identity == "" {
+		o.Identity = "service-provider-" + o.ProviderName
 	}
 	if o.Access != AccessStandalone && o.Access != AccessOpenMCP {
 		return fmt.Errorf("unknown ControlPlane access mode %q: use %s or %s", o.Access, AccessStandalone, AccessOpenMCP)
@@ -99,7 +107,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, platformConfig *rest.Config, o
 		return fmt.Errorf("registering metrics: %w", err)
 	}
 	r := &KroReconciler{
-		Onboarding:     mgr.GetClient(),
+		Onboarding:     client.WithFieldOwner(mgr.GetClient(), o.Identity),
 		Platform:       platform.GetClient(),
 		PlatformReader: platform.GetAPIReader(),
 		ControlPlanes: &engagedControlPlanes{
@@ -111,7 +119,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, platformConfig *rest.Config, o
 			provider:     provider,
 			events:       events,
 		},
-		Recorder:                mgr.GetEventRecorder("service-provider-" + o.ProviderName),
+		Recorder:                mgr.GetEventRecorder(o.Identity),
 		ProviderName:            o.ProviderName,
 		PodNamespace:            o.PodNamespace,
 		MaxConcurrentReconciles: o.MaxConcurrentReconciles,

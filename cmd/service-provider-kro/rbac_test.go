@@ -76,7 +76,7 @@ func TestRunWithGeneratedRBAC(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Name: "controlplane-access", Namespace: tenant, Labels: map[string]string{controllers.LabelControlPlaneKubeconfig: "true"}},
 			Data:       map[string][]byte{controllers.KubeconfigKey: e.controlPlane.Kubeconfig},
 		})).To(Succeed())
-	}, nil)
+	}, nil, nil)
 }
 
 // TestOpenMCPModeWithGeneratedRBAC does the same in openmcp mode
@@ -91,7 +91,7 @@ func TestOpenMCPModeWithGeneratedRBAC(t *testing.T) {
 	addrs, err := testenv.FreeLoopbackAddrs(2)
 	g.Expect(err).NotTo(HaveOccurred())
 	metricsAddr, probeAddr := addrs[0], addrs[1]
-	args, err := json.Marshal([]string{"run",
+	args := []string{"run",
 		"--onboarding-kubeconfig", e.kubeconfigFile(t, config.OnboardingOverlay),
 		"--platform-kubeconfig", e.kubeconfigFile(t, config.PlatformOverlay),
 		"--controlplane-access", string(controllers.AccessOpenMCP),
@@ -99,16 +99,8 @@ func TestOpenMCPModeWithGeneratedRBAC(t *testing.T) {
 		"--pod-namespace", config.Namespace,
 		"--leader-elect", "--leader-election-namespace", config.Namespace,
 		"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", probeAddr,
-	})
-	g.Expect(err).NotTo(HaveOccurred())
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), providerArgsEnv+"="+string(args))
-	cmd.Stdout, cmd.Stderr = e.logs, e.logs
-	g.Expect(cmd.Start()).To(Succeed())
-	t.Cleanup(func() { _ = cmd.Process.Kill() }) // runs last; a no-op once it has stopped
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	stop := func() { _ = cmd.Process.Signal(syscall.SIGTERM) }
+	}
+	stop, done := e.startProvider(t, args)
 
 	var arKey client.ObjectKey
 	e.lifecycle(t, func() { e.stop(t, stop, done) }, func(g Gomega, tenant string) {
@@ -129,7 +121,7 @@ func TestOpenMCPModeWithGeneratedRBAC(t *testing.T) {
 		ar.Status.ObservedGeneration = ar.Generation
 		ar.Status.SecretRef = &commonapi.LocalObjectReference{Name: "granted-access"}
 		g.Expect(e.platform.Client.Status().Update(context.Background(), ar)).To(Succeed())
-	}, func(g Gomega) {
+	}, nil, func(g Gomega) {
 		g.Expect(apierrors.IsNotFound(e.platform.Client.Get(context.Background(), arKey, &clustersv1alpha1.AccessRequest{}))).To(BeTrue(), "AccessRequest")
 		// The running binary serves its health and its metrics over HTTP.
 		g.Expect(httpGet(g, "http://"+probeAddr+"/readyz")).To(Equal("ok"))
@@ -155,6 +147,31 @@ func httpGet(g Gomega, url string) string {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(resp.StatusCode).To(Equal(http.StatusOK), string(body))
 	return string(body)
+}
+
+// startProvider runs the provider's main() with args in a child process, as a pod
+// runs it, with the test's environment (KUBECONFIG and POD_NAMESPACE among it). stop
+// sends SIGTERM; done receives the process's end.
+func (e *rbacEnv) startProvider(t *testing.T, args []string) (stop func(), done <-chan error) {
+	t.Helper()
+	return startProviderProcess(t, args, e.logs)
+}
+
+// startProviderProcess runs the provider's main() with args in a child process, so that
+// its controllers do not meet another test's in this process, with its output to logs.
+func startProviderProcess(t *testing.T, args []string, logs io.Writer) (stop func(), done <-chan error) {
+	t.Helper()
+	g := NewWithT(t)
+	data, err := json.Marshal(args)
+	g.Expect(err).NotTo(HaveOccurred())
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), providerArgsEnv+"="+string(data))
+	cmd.Stdout, cmd.Stderr = logs, logs
+	g.Expect(cmd.Start()).To(Succeed())
+	t.Cleanup(func() { _ = cmd.Process.Kill() }) // runs last; a no-op once it has stopped
+	ch := make(chan error, 1)
+	go func() { ch <- cmd.Wait() }()
+	return func() { _ = cmd.Process.Signal(syscall.SIGTERM) }, ch
 }
 
 // providerArgsEnv, when set, makes the test binary run the provider's main() with these
@@ -275,7 +292,7 @@ func (e *rbacEnv) kubeconfigFile(t *testing.T, overlay string) string {
 }
 
 // stop ends the provider and waits for it.
-func (e *rbacEnv) stop(t *testing.T, stop context.CancelFunc, done <-chan error) {
+func (e *rbacEnv) stop(t *testing.T, stop func(), done <-chan error) {
 	t.Helper()
 	stop()
 	select {
@@ -290,9 +307,10 @@ func (e *rbacEnv) stop(t *testing.T, stop context.CancelFunc, done <-chan error)
 
 // lifecycle drives a Kro from creation through Ready to its complete deletion with the
 // provider running. grant gives the provider access to the ControlPlane once the tenant
-// namespace exists; gone, if set, checks mode-specific objects after the deletion. At
-// the end it stops the provider and fails on any refused request in the logs.
-func (e *rbacEnv) lifecycle(t *testing.T, stopProvider func(), grant func(Gomega, string), gone func(Gomega)) {
+// namespace exists; afterReady, if set, runs once the Kro is Ready; gone, if set, checks
+// mode-specific objects after the deletion. At the end it stops the provider and fails
+// on any refused request in the logs.
+func (e *rbacEnv) lifecycle(t *testing.T, stopProvider func(), grant func(Gomega, string), afterReady func(Gomega), gone func(Gomega)) {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -351,6 +369,9 @@ func (e *rbacEnv) lifecycle(t *testing.T, stopProvider func(), grant func(Gomega
 		g.Expect(ready.Status).To(Equal(metav1.ConditionTrue), ready.Message)
 		g.Expect(got.Status.Phase).To(Equal(v1alpha1.PhaseReady))
 	}, rbacTimeout, rbacInterval).Should(Succeed(), "the Kro becomes Ready")
+	if afterReady != nil {
+		afterReady(g)
+	}
 
 	// Events on the Kro (onboarding cluster) and the leader election's Lease and event
 	// (platform cluster, provider's namespace) were written with the provider's rights.

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"time"
 
@@ -12,92 +14,132 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/openmcp-project/service-provider-kro/clusters"
+	"github.com/openmcp-project/service-provider-kro/config/rbac"
 	"github.com/openmcp-project/service-provider-kro/controllers"
 )
 
 type runOptions struct {
-	onboardingKubeconfig string
-	platformKubeconfig   string
-	providerName         string
-	podNamespace         string
-	access               string
-	probeInterval        time.Duration
-	concurrency          int
-	qps                  float64
-	burst                int
-	metricsAddr          string
-	probeAddr            string
-	pprofAddr            string
-	leaderElect          bool
-	leaderElectionNS     string
-	zap                  zap.Options
+	commonOptions
+	access           string
+	probeInterval    time.Duration
+	concurrency      int
+	qps              float64
+	burst            int
+	metricsAddr      string
+	metricsSecure    bool
+	metricsCertDir   string
+	probeAddr        string
+	pprofAddr        string
+	leaderElect      bool
+	leaderElectionNS string
 }
 
 func (o *runOptions) bind(fs *flag.FlagSet) {
-	fs.StringVar(&o.onboardingKubeconfig, "onboarding-kubeconfig", "", "kubeconfig of the onboarding cluster, where Kro objects live (default: the ambient kubeconfig)")
-	fs.StringVar(&o.platformKubeconfig, "platform-kubeconfig", "", "kubeconfig of the platform cluster, where the ProviderConfig, Flux and the tenant namespaces live (default: the ambient kubeconfig)")
-	fs.StringVar(&o.providerName, "provider-name", "kro", "name of this provider; its ProviderConfig carries the same name")
-	fs.StringVar(&o.podNamespace, "pod-namespace", os.Getenv("POD_NAMESPACE"), "the provider's namespace on the platform cluster, which holds the source pull secrets (default: $POD_NAMESPACE)")
-	fs.StringVar(&o.access, "controlplane-access", string(controllers.AccessStandalone), "where ControlPlane kubeconfigs come from: standalone (a secret labelled "+controllers.LabelControlPlaneKubeconfig+"=true in the tenant namespace) or openmcp (an AccessRequest per ControlPlane)")
+	o.commonOptions.bind(fs)
+	fs.StringVar(&o.access, "controlplane-access", "", "where ControlPlane kubeconfigs come from: standalone (a secret labelled "+controllers.LabelControlPlaneKubeconfig+"=true in the tenant namespace) or openmcp (an AccessRequest per ControlPlane); default openmcp when the onboarding cluster is requested from openmcp, else standalone")
 	fs.DurationVar(&o.probeInterval, "controlplane-probe-interval", 15*time.Second, "how often each engaged ControlPlane is checked for reachability")
 	fs.IntVar(&o.concurrency, "max-concurrent-reconciles", 10, "how many Kros are reconciled at once")
 	fs.Float64Var(&o.qps, "kube-api-qps", clusters.DefaultQPS, "requests per second the provider makes to the onboarding and to the platform cluster, each, in the long run")
 	fs.IntVar(&o.burst, "kube-api-burst", clusters.DefaultBurst, "requests the provider may make to the onboarding and to the platform cluster, each, in a burst above --kube-api-qps")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the metrics endpoint; 0 disables it")
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", false, "serve metrics over HTTPS, only to clients the platform cluster authenticates and authorizes for GET /metrics (TokenReview and SubjectAccessReview); false serves plain HTTP")
+	fs.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "with --metrics-secure, the folder holding tls.crt and tls.key for the metrics endpoint (default: a self-signed certificate made at start)")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of the health and readiness endpoints")
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "address of Go's pprof endpoints (/debug/pprof/), for profiling; 0 disables them")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader on the platform cluster so that only one replica reconciles")
 	fs.StringVar(&o.leaderElectionNS, "leader-election-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the leader election lease on the platform cluster (default: $POD_NAMESPACE)")
-	o.zap.BindFlags(fs)
 }
+
+// parseRun parses and checks run's flags.
+func parseRun(args []string, stderr io.Writer) (*runOptions, error) {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o := &runOptions{}
+	o.bind(fs)
+	if err := o.parse(fs, "run", args); err != nil {
+		return nil, err
+	}
+	if o.qps <= 0 || o.burst <= 0 {
+		return nil, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive")
+	}
+	if o.podNamespace == "" {
+		return nil, fmt.Errorf("the provider's namespace on the platform cluster is unknown: set --pod-namespace or $POD_NAMESPACE")
+	}
+	if o.leaderElect && o.leaderElectionNS == "" {
+		return nil, fmt.Errorf("--leader-elect needs --leader-election-namespace or $POD_NAMESPACE")
+	}
+	if a := controllers.AccessMode(o.access); a != "" && a != controllers.AccessStandalone && a != controllers.AccessOpenMCP {
+		return nil, fmt.Errorf("--controlplane-access=%s: want %s or %s", a, controllers.AccessStandalone, controllers.AccessOpenMCP)
+	}
+	return o, nil
+}
+
+// controlPlaneAccess is --controlplane-access, or its default: openmcp's AccessRequests
+// when openmcp grants the onboarding cluster too, labelled secrets otherwise.
+func (o *runOptions) controlPlaneAccess() controllers.AccessMode {
+	switch {
+	case o.access != "":
+		return controllers.AccessMode(o.access)
+	case o.underOpenMCP():
+		return controllers.AccessOpenMCP
+	default:
+		return controllers.AccessStandalone
+	}
+}
+
+// errRestart ends the process cleanly so that it starts again with access it must
+// request anew (see clusters.OnboardingAccess.Watch).
+type errRestart struct{ reason string }
+
+func (e errRestart) Error() string { return e.reason }
 
 // runManager starts the provider and blocks until ctx ends.
 func runManager(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var o runOptions
-	o.bind(fs)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	log := zap.New(zap.UseFlagOptions(&o.zap), zap.WriteTo(stderr))
-	ctrl.SetLogger(log)
-
-	onboarding, err := clusters.RESTConfig(clusters.Onboarding, o.onboardingKubeconfig)
+	o, err := parseRun(args, stderr)
 	if err != nil {
 		return err
 	}
+	log, err := o.logger(stderr)
+	if err != nil {
+		return err
+	}
+	ctrl.SetLogger(log)
+	access := o.controlPlaneAccess()
+
 	platform, err := clusters.RESTConfig(clusters.Platform, o.platformKubeconfig)
 	if err != nil {
 		return err
 	}
-	if o.qps <= 0 || o.burst <= 0 {
-		return fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive")
+	rules, err := rbac.OnboardingRules()
+	if err != nil {
+		return err
+	}
+	onboarding, onboardingAccess, err := o.onboardingConfig(ctx, platform, clusters.OnboardingRunRequest, rules, log)
+	if err != nil {
+		return err
 	}
 	for _, cfg := range []*rest.Config{onboarding, platform} {
 		cfg.QPS, cfg.Burst = float32(o.qps), o.burst
 	}
-	if o.podNamespace == "" {
-		return fmt.Errorf("the provider's namespace on the platform cluster is unknown: set --pod-namespace or $POD_NAMESPACE")
-	}
-	if o.leaderElect && o.leaderElectionNS == "" {
-		return fmt.Errorf("--leader-elect needs --leader-election-namespace or $POD_NAMESPACE")
-	}
 
 	mgr, err := ctrl.NewManager(onboarding, ctrl.Options{
 		Scheme:                  clusters.Scheme,
-		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		Metrics:                 o.metricsOptions(platform),
 		HealthProbeBindAddress:  o.probeAddr,
 		PprofBindAddress:        o.pprofAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "service-provider-" + o.providerName,
 		LeaderElectionNamespace: o.leaderElectionNS,
 		LeaderElectionConfig:    platform,
-		Logger:                  log,
+		// The process ends right after the manager, so the lease can go at once and
+		// another replica takes over without waiting for it to expire.
+		LeaderElectionReleaseOnCancel: true,
+		Logger:                        log,
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
@@ -105,8 +147,9 @@ func runManager(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := controllers.Setup(ctx, mgr, platform, controllers.Options{
 		ProviderName:  o.providerName,
 		PodNamespace:  o.podNamespace,
-		Access:        controllers.AccessMode(o.access),
+		Access:        access,
 		ProbeInterval: o.probeInterval,
+		Identity:      o.identity(),
 
 		MaxConcurrentReconciles: o.concurrency,
 	}); err != nil {
@@ -118,10 +161,57 @@ func runManager(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return err
 	}
-	logStart(log, o)
-	return mgr.Start(ctx)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if onboardingAccess != nil {
+		// Not leader-elected: every replica follows its own credentials.
+		if err := mgr.Add(nonLeader(func(ctx context.Context) error {
+			return onboardingAccess.Watch(ctx, platform, log.WithName("onboarding-access"), func(reason string) {
+				cancel(errRestart{reason})
+			})
+		})); err != nil {
+			return err
+		}
+	}
+	logStart(log, o, access)
+	if err := mgr.Start(ctx); err != nil {
+		return err
+	}
+	var restart errRestart
+	if errors.As(context.Cause(ctx), &restart) {
+		log.Info("stopping so that the pod restarts and requests the onboarding cluster anew", "reason", restart.reason)
+	}
+	return nil
 }
 
-func logStart(log logr.Logger, o runOptions) {
-	log.Info("starting service-provider-kro", "provider", o.providerName, "podNamespace", o.podNamespace, "leaderElection", o.leaderElect)
+// metricsOptions serve metrics over plain HTTP, or over HTTPS to clients that the
+// platform cluster, where the pod runs and where Prometheus' identity lives,
+// authenticates and authorizes; the manager's own configuration is the onboarding
+// cluster's.
+func (o *runOptions) metricsOptions(platform *rest.Config) metricsserver.Options {
+	opts := metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: o.metricsSecure, CertDir: o.metricsCertDir}
+	if o.metricsSecure {
+		opts.FilterProvider = func(_ *rest.Config, _ *http.Client) (metricsserver.Filter, error) {
+			hc, err := rest.HTTPClientFor(platform)
+			if err != nil {
+				return nil, err
+			}
+			return filters.WithAuthenticationAndAuthorization(platform, hc)
+		}
+	}
+	return opts
+}
+
+// nonLeader is a runnable that runs on every replica, leader or not.
+type nonLeader func(context.Context) error
+
+func (f nonLeader) Start(ctx context.Context) error { return f(ctx) }
+func (nonLeader) NeedLeaderElection() bool          { return false }
+
+var _ manager.LeaderElectionRunnable = nonLeader(nil)
+
+func logStart(log logr.Logger, o *runOptions, access controllers.AccessMode) {
+	log.Info("starting service-provider-kro", "provider", o.providerName, "environment", o.environment,
+		"podNamespace", o.podNamespace, "controlPlaneAccess", access, "leaderElection", o.leaderElect,
+		"metricsSecure", o.metricsSecure)
 }

@@ -20,6 +20,8 @@
 //     tenant namespace, watches its own by label and deletes it with the Kro.
 //   - OCIRepositories and HelmReleases: applied, watched and deleted in tenant
 //     namespaces; get for the uncached read of a HelmRelease during deletion.
+//   - TokenReviews and SubjectAccessReviews: with --metrics-secure, the metrics endpoint
+//     asks the platform cluster who a scraper is and whether it may GET /metrics.
 //
 // In the provider's namespace only (a Role):
 //   - Leases: leader election.
@@ -33,5 +35,7 @@ package platform
 // +kubebuilder:rbac:groups=clusters.openmcp.cloud,resources=accessrequests,verbs=list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=ocirepositories,verbs=list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update,namespace=service-provider-kro-system
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch,namespace=service-provider-kro-system

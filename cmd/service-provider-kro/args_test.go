@@ -1,0 +1,166 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	providerv1alpha1 "github.com/openmcp-project/openmcp-operator/api/provider/v1alpha1"
+	"go.uber.org/zap/zapcore"
+	"k8s.io/utils/ptr"
+
+	"github.com/openmcp-project/service-provider-kro/controllers"
+)
+
+// openmcpInitArgs and openmcpRunArgs build the container args exactly as
+// openmcp-operator v1.3.0 does for a ServiceProvider (internal/controllers/provider/
+// install/job.go and deployment.go): the command (default init / run), then
+// --environment, --verbosity and --provider-name, then for run --leader-elect=true with
+// more than one replica and the metrics flags unless metrics are disabled. The metrics
+// defaults come from openmcp's own API package.
+func openmcpInitArgs(spec providerv1alpha1.DeploymentSpec, env, name string) []string {
+	cmd := slices.Clone(spec.InitCommand)
+	if len(cmd) == 0 {
+		cmd = []string{"init"}
+	}
+	return append(cmd, "--environment="+env, "--verbosity="+spec.Verbosity, "--provider-name="+name)
+}
+
+func openmcpRunArgs(spec providerv1alpha1.DeploymentSpec, env, name string) []string {
+	cmd := slices.Clone(spec.RunCommand)
+	if len(cmd) == 0 {
+		cmd = []string{"run"}
+	}
+	cmd = append(cmd, "--environment="+env, "--verbosity="+spec.Verbosity, "--provider-name="+name)
+	if spec.RunReplicas > 1 {
+		cmd = append(cmd, "--leader-elect=true")
+	}
+	if spec.Metrics.IsEnabled() {
+		cmd = append(cmd, fmt.Sprintf("--metrics-bind-address=:%d", spec.Metrics.GetPort()), "--metrics-secure=false")
+	}
+	return cmd
+}
+
+// TestOpenMCPArguments parses every argument list openmcp-operator v1.3.0 gives the init
+// Job and the run Deployment, for every combination of replicas, metrics and verbosity,
+// and checks what each flag turned into.
+func TestOpenMCPArguments(t *testing.T) {
+	t.Setenv("POD_NAMESPACE", "openmcp-system")
+	metrics := map[string]*providerv1alpha1.MetricsConfiguration{
+		"metrics by default":  nil,
+		"metrics on 9090":     {Port: ptr.To[int32](9090)},
+		"metrics disabled":    {Disabled: true},
+		"metrics, no port":    {},
+		"metrics off on 9090": {Disabled: true, Port: ptr.To[int32](9090)},
+	}
+	levels := map[string]zapcore.Level{"DEBUG": zapcore.DebugLevel, "INFO": zapcore.InfoLevel, "ERROR": zapcore.ErrorLevel, "": zapcore.InfoLevel}
+	for _, replicas := range []int32{0, 1, 2, 3} {
+		for mName, m := range metrics {
+			for verbosity, level := range levels {
+				spec := providerv1alpha1.DeploymentSpec{RunReplicas: replicas, Metrics: m, Verbosity: verbosity}
+				t.Run(fmt.Sprintf("replicas %d, %s, verbosity %q", replicas, mName, verbosity), func(t *testing.T) {
+					g := NewWithT(t)
+					var stderr bytes.Buffer
+
+					initArgs := openmcpInitArgs(spec, "prod-eu", "kro")
+					g.Expect(initArgs[0]).To(Equal("init"))
+					io, err := parseInit(initArgs[1:], &stderr)
+					g.Expect(err).NotTo(HaveOccurred(), "%v: %s", initArgs, stderr.String())
+					g.Expect(io.underOpenMCP()).To(BeTrue())
+					g.Expect(io.providerName).To(Equal("kro"))
+					g.Expect(io.environment).To(Equal("prod-eu"))
+
+					runArgs := openmcpRunArgs(spec, "prod-eu", "kro")
+					g.Expect(runArgs[0]).To(Equal("run"))
+					o, err := parseRun(runArgs[1:], &stderr)
+					g.Expect(err).NotTo(HaveOccurred(), "%v: %s", runArgs, stderr.String())
+					g.Expect(o.underOpenMCP()).To(BeTrue(), "the onboarding cluster is requested from openmcp")
+					g.Expect(o.controlPlaneAccess()).To(Equal(controllers.AccessOpenMCP))
+					g.Expect(o.podNamespace).To(Equal("openmcp-system"))
+					g.Expect(o.leaderElectionNS).To(Equal("openmcp-system"))
+					g.Expect(o.leaderElect).To(Equal(replicas > 1))
+					g.Expect(o.identity()).To(Equal("service-provider-kro.prod-eu"))
+					g.Expect(o.metricsSecure).To(BeFalse())
+					if m.IsEnabled() {
+						g.Expect(o.metricsAddr).To(Equal(fmt.Sprintf(":%d", m.GetPort())))
+					} else {
+						g.Expect(o.metricsAddr).To(Equal(":8080"), "openmcp leaves the provider's default")
+					}
+					_, err = o.logger(&stderr)
+					g.Expect(err).NotTo(HaveOccurred())
+					if verbosity == "" {
+						g.Expect(o.zap.Level).To(BeNil(), "no --verbosity keeps the logger's default")
+						return
+					}
+					g.Expect(o.zap.Level.Enabled(level)).To(BeTrue())
+					if level < zapcore.ErrorLevel {
+						g.Expect(o.zap.Level.Enabled(level-1)).To(BeFalse(), "nothing below %s is logged", level)
+					}
+				})
+			}
+		}
+	}
+}
+
+func TestCustomCommandsKeepTheirFlags(t *testing.T) {
+	g := NewWithT(t)
+	t.Setenv("POD_NAMESPACE", "openmcp-system")
+	spec := providerv1alpha1.DeploymentSpec{
+		RunCommand: []string{"run", "--max-concurrent-reconciles=20", "--controlplane-access=standalone"},
+		Verbosity:  "INFO", RunReplicas: 2,
+	}
+	args := openmcpRunArgs(spec, "dev", "kro-test")
+	o, err := parseRun(args[1:], &bytes.Buffer{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.concurrency).To(Equal(20))
+	g.Expect(o.controlPlaneAccess()).To(Equal(controllers.AccessStandalone), "an explicit choice wins over openmcp's default")
+	g.Expect(o.providerName).To(Equal("kro-test"))
+	g.Expect(o.leaderElect).To(BeTrue())
+}
+
+func TestStandaloneIsNotOpenMCP(t *testing.T) {
+	g := NewWithT(t)
+	for _, args := range [][]string{
+		{"--pod-namespace=p"},
+		{"--pod-namespace=p", "--environment=dev", "--onboarding-kubeconfig=/some/kubeconfig"},
+	} {
+		o, err := parseRun(args, &bytes.Buffer{})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(o.underOpenMCP()).To(BeFalse(), "%v", args)
+		g.Expect(o.controlPlaneAccess()).To(Equal(controllers.AccessStandalone), "%v", args)
+	}
+	o, err := parseRun([]string{"--pod-namespace=p"}, &bytes.Buffer{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.identity()).To(Equal("service-provider-kro"))
+}
+
+func TestBadArgumentsAreRefusedClearly(t *testing.T) {
+	t.Setenv("POD_NAMESPACE", "openmcp-system")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--environment=x", "--frobnicate"}, "service-provider-kro run: flag provided but not defined: -frobnicate (service-provider-kro run -h lists the flags)"},
+		{[]string{"init", "--environment=x", "--frobnicate=1"}, "service-provider-kro init: flag provided but not defined: -frobnicate (service-provider-kro init -h lists the flags)"},
+		{[]string{"init", "--verbosity=LOUD"}, "service-provider-kro init: --verbosity=LOUD: want DEBUG, INFO or ERROR"},
+		{[]string{"run", "--verbosity=trace"}, "service-provider-kro run: --verbosity=trace: want DEBUG, INFO or ERROR"},
+		{[]string{"run", "--environment=x", "extra"}, `service-provider-kro run: unexpected argument "extra" (service-provider-kro run -h lists the flags)`},
+		{[]string{"run", "--controlplane-access=magic"}, "--controlplane-access=magic: want standalone or openmcp"},
+	} {
+		g := NewWithT(t)
+		var out, errOut bytes.Buffer
+		g.Expect(dispatch(context.Background(), tc.args, &out, &errOut)).To(MatchError(tc.want), "%v", tc.args)
+	}
+}
+
+func TestVerbosityYieldsToZapLogLevel(t *testing.T) {
+	g := NewWithT(t)
+	o, err := parseRun([]string{"--pod-namespace=p", "--verbosity=ERROR", "--zap-log-level=debug"}, &bytes.Buffer{})
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = o.logger(&bytes.Buffer{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.zap.Level.Enabled(zapcore.DebugLevel)).To(BeTrue())
+}
