@@ -71,9 +71,20 @@ type NotAvailableError struct {
 	// Connecting is true while the first connection with a new kubeconfig is under way
 	// (after a start of the provider, or a rotation): nothing is known yet, good or bad.
 	Connecting bool
+	// Reason is the condition reason that names the situation; empty means
+	// v1alpha1.ReasonReconciling (something is awaited).
+	Reason string
 }
 
 func (e *NotAvailableError) Error() string { return e.Message }
+
+// reason is the condition reason for the situation.
+func (e *NotAvailableError) reason() string {
+	if e.Reason != "" {
+		return e.Reason
+	}
+	return v1alpha1.ReasonReconciling
+}
 
 // asNotAvailable unwraps a *NotAvailableError.
 func asNotAvailable(err error) (*NotAvailableError, bool) {
@@ -251,6 +262,12 @@ func (c *engagedControlPlanes) openmcpKubeconfig(ctx context.Context, kro *v1alp
 	}
 	if err != nil {
 		return "", nil, fmt.Errorf("reading AccessRequest %s/%s: %w", desired.Namespace, desired.Name, err)
+	}
+	if ar.Status.IsDenied() {
+		// openmcp does not revisit a denied request: the access is gone for good.
+		return "", nil, &NotAvailableError{Gone: true, Reason: v1alpha1.ReasonAccessDenied, Message: fmt.Sprintf(
+			"openmcp denied AccessRequest %s/%s, so the ControlPlane cannot be reached; its conditions say why (kubectl -n %s get accessrequest %s -o yaml)",
+			ar.Namespace, ar.Name, ar.Namespace, ar.Name)}
 	}
 	name, err := clusters.GrantedSecret(ar)
 	if err != nil {

@@ -22,7 +22,8 @@ import (
 // reconcileDelete removes kro from the ControlPlane and everything the provider created,
 // in order: wait until no ResourceGraphDefinitions are left, delete the HelmRelease and
 // wait until Flux has uninstalled kro, delete the OCIRepository and every secret copy,
-// then drop the finalizer. It never needs the version to be on offer.
+// then drop the finalizer. Without a HelmRelease nothing is installed and nothing is
+// guarded. It never needs the version to be on offer.
 func (r *KroReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
 	s.obs.deleting = true
 	if !controllerutil.ContainsFinalizer(s.kro, Finalizer) {
@@ -36,8 +37,11 @@ func (r *KroReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Res
 	} else if err != nil {
 		return ctrl.Result{}, fmt.Errorf("reading HelmRelease %s: %w", hrKey, err)
 	}
+	if hr == nil {
+		return r.finishDeletion(ctx, s)
+	}
 
-	access, out, err := r.guardDeletion(ctx, s, hr)
+	out, err := r.guardDeletion(ctx, s, hr)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -48,16 +52,28 @@ func (r *KroReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Res
 	}
 	s.obs.set(ConditionDeletionBlocked, metav1.ConditionFalse, v1alpha1.ReasonReconcileSuccess, "no ResourceGraphDefinitions block the deletion")
 
-	if hr != nil {
-		if hr.DeletionTimestamp.IsZero() {
-			if err := r.Platform.Delete(ctx, hr); client.IgnoreNotFound(err) != nil {
-				return ctrl.Result{}, fmt.Errorf("deleting HelmRelease %s: %w", hrKey, err)
-			}
+	if hr.DeletionTimestamp.IsZero() {
+		if err := r.Platform.Delete(ctx, hr); client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, fmt.Errorf("deleting HelmRelease %s: %w", hrKey, err)
 		}
-		// The HelmRelease is watched: its disappearance brings the Kro back.
-		s.obs.waitingFor = fmt.Sprintf("waiting for Flux to uninstall kro from the ControlPlane and remove HelmRelease %s", hrKey)
-		return ctrl.Result{}, nil
 	}
+	// The HelmRelease is watched: its disappearance brings the Kro back.
+	s.obs.waitingFor = fmt.Sprintf("waiting for Flux to uninstall kro from the ControlPlane and remove HelmRelease %s", hrKey)
+	return ctrl.Result{}, nil
+}
+
+// finishDeletion runs once no HelmRelease is left: kro was never installed, or Flux has
+// uninstalled it (or dropped it with the ControlPlane's access). Nothing on the
+// ControlPlane needs guarding and its access is not needed, since it may never come (a
+// pending or denied AccessRequest, the kubeconfig of a destroyed ControlPlane). What the
+// provider made is removed, the access released, then the finalizer.
+func (r *KroReconciler) finishDeletion(ctx context.Context, s *scope) (ctrl.Result, error) {
+	access, out, err := r.cleanupAccess(ctx, s)
+	if err != nil || out == wait {
+		return ctrl.Result{}, err
+	}
+	s.obs.set(ConditionDeletionBlocked, metav1.ConditionFalse, v1alpha1.ReasonReconcileSuccess,
+		"kro is not installed on the ControlPlane (no HelmRelease is left): nothing blocks the deletion")
 	if err := r.removeLeftovers(ctx, s, access); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -71,27 +87,48 @@ func (r *KroReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Res
 	return ctrl.Result{}, nil
 }
 
-// guardDeletion lets a deletion go ahead only when no ResourceGraphDefinitions are left
-// on the ControlPlane. When the ControlPlane's access is gone for good there is nothing
-// left to protect and Flux could never uninstall: the HelmRelease is suspended, so that
-// Flux deletes it without an uninstall. It returns the access, if there is one.
-func (r *KroReconciler) guardDeletion(ctx context.Context, s *scope, hr *helmv2.HelmRelease) (*ControlPlaneAccess, outcome, error) {
+// cleanupAccess returns the ControlPlane's access when it works, to remove the image
+// pull secret copies there too, and nil when it does not: a ControlPlane that cannot be
+// reached does not hold up a deletion that has nothing to uninstall. It waits only while
+// a connection is being made, whose outcome brings the Kro back.
+func (r *KroReconciler) cleanupAccess(ctx context.Context, s *scope) (*ControlPlaneAccess, outcome, error) {
+	access, err := r.ControlPlanes.Access(ctx, s.kro)
+	na, notAvailable := asNotAvailable(err)
+	switch {
+	case err == nil:
+		return access, proceed, nil
+	case !notAvailable:
+		return nil, proceed, err
+	case na.Connecting:
+		s.undecided = true
+		return nil, wait, nil
+	default:
+		return nil, proceed, nil
+	}
+}
+
+// guardDeletion lets the uninstall of an existing HelmRelease go ahead only when no
+// ResourceGraphDefinitions are left on the ControlPlane. When the ControlPlane's access
+// is gone for good (no kubeconfig, no or a denied AccessRequest) there is nothing left to
+// protect and Flux could never uninstall: the HelmRelease is suspended, so that Flux
+// deletes it without an uninstall.
+func (r *KroReconciler) guardDeletion(ctx context.Context, s *scope, hr *helmv2.HelmRelease) (outcome, error) {
 	access, err := r.ControlPlanes.Access(ctx, s.kro)
 	na, notAvailable := asNotAvailable(err)
 	switch {
 	case err != nil && !notAvailable:
-		return nil, proceed, err
+		return proceed, err
 	case access != nil:
 		list, err := access.ResourceGraphDefinitions(ctx)
 		if errors.Is(err, errRGDsUnknown) {
 			msg := "cannot check the ControlPlane for ResourceGraphDefinitions yet: " + err.Error()
 			s.obs.set(ConditionDeletionBlocked, metav1.ConditionTrue, v1alpha1.ReasonReconciling, msg)
 			s.obs.waitingFor = msg
-			return nil, wait, nil
+			return wait, nil
 		}
 		if err != nil {
 			s.obs.waitingFor = "checking the ControlPlane for ResourceGraphDefinitions failed: " + summarize(err)
-			return nil, proceed, err
+			return proceed, err
 		}
 		rgds := rgdNames(list)
 		if len(rgds) > 0 {
@@ -99,26 +136,26 @@ func (r *KroReconciler) guardDeletion(ctx context.Context, s *scope, hr *helmv2.
 				len(rgds), listNames(rgds))
 			s.obs.set(ConditionDeletionBlocked, metav1.ConditionTrue, ReasonUserResourcesPresent, msg)
 			s.obs.waitingFor = msg
-			return nil, wait, nil
+			return wait, nil
 		}
-		return access, proceed, nil
+		return proceed, nil
 	case na.Gone:
-		if hr != nil && !hr.Spec.Suspend {
+		if !hr.Spec.Suspend {
 			orig := hr.DeepCopy()
 			hr.Spec.Suspend = true
 			if err := r.Platform.Patch(ctx, hr, client.MergeFrom(orig), clusters.FieldOwner); client.IgnoreNotFound(err) != nil {
-				return nil, proceed, fmt.Errorf("suspending HelmRelease %s/%s: %w", hr.Namespace, hr.Name, err)
+				return proceed, fmt.Errorf("suspending HelmRelease %s/%s: %w", hr.Namespace, hr.Name, err)
 			}
 			r.Recorder.Eventf(s.kro, nil, corev1.EventTypeWarning, ReasonControlPlaneGone, "Delete",
 				"the ControlPlane's access is gone (%s); HelmRelease %s/%s is suspended and deleted without uninstalling kro", na.Message, hr.Namespace, hr.Name)
 		}
-		return nil, proceed, nil
+		return proceed, nil
 	default:
 		s.undecided = na.Connecting
 		msg := "cannot check the ControlPlane for ResourceGraphDefinitions: " + na.Message
 		s.obs.set(ConditionDeletionBlocked, metav1.ConditionTrue, v1alpha1.ReasonReconcileError, msg)
 		s.obs.waitingFor = msg
-		return nil, wait, nil
+		return wait, nil
 	}
 }
 

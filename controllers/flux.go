@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/version"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
@@ -31,7 +33,7 @@ func (r *KroReconciler) observeControlPlane(ctx context.Context, s *scope) (outc
 	access, err := r.ControlPlanes.Access(ctx, s.kro)
 	if na, ok := asNotAvailable(err); ok {
 		s.undecided = na.Connecting
-		s.obs.set(ConditionControlPlaneAccess, metav1.ConditionFalse, v1alpha1.ReasonReconciling, na.Message)
+		s.obs.set(ConditionControlPlaneAccess, metav1.ConditionFalse, na.reason(), na.Message)
 		return wait, nil
 	}
 	if err != nil {
@@ -69,8 +71,74 @@ func (r *KroReconciler) reconcileHelmRelease(ctx context.Context, s *scope) (out
 	}
 	status, message := fluxReadiness(hr.Generation, hr.Status.ObservedGeneration, hr.Status.Conditions)
 	s.obs.managed = append(s.obs.managed, managedFlux(helmv2.GroupVersion.String(), helmv2.HelmReleaseKind, hr.Namespace, hr.Name, status, message))
-	fluxCondition(&s.obs, ConditionHelmReleaseReady, "HelmRelease "+hr.Namespace+"/"+hr.Name, status, message)
+	installedCondition(&s.obs, "HelmRelease "+hr.Namespace+"/"+hr.Name, s.version.ChartVersion, installedChart(hr), status, message)
 	return proceed, nil
+}
+
+// installedCondition reports the HelmRelease's readiness against the chart version that
+// runs. A version change changes only the OCIRepository: the HelmRelease keeps its
+// generation and its Ready of the old chart until helm-controller has upgraded, so Ready
+// alone would claim the new version early. The Kro is Ready, and status.chartVersion
+// names the requested chart, only once the release history shows it deployed.
+func installedCondition(obs *observation, what, wanted, installed string, status metav1.ConditionStatus, message string) {
+	obs.chartObserved = true
+	obs.chartVersion = chartCore(installed)
+	switch {
+	case installed != "" && sameChart(installed, wanted):
+		obs.chartVersion = wanted
+		fluxCondition(obs, ConditionHelmReleaseReady, what, status, message)
+	case installed == "":
+		if status == metav1.ConditionTrue {
+			status, message = metav1.ConditionUnknown, "ready, but no deployed release in its history yet"
+		}
+		fluxCondition(obs, ConditionHelmReleaseReady, what, status, message)
+	case status == metav1.ConditionFalse:
+		obs.set(ConditionHelmReleaseReady, status, v1alpha1.ReasonReconcileError, fmt.Sprintf(
+			"%s kro from %s to %s failed: %s is not ready: %s; kro %s still runs",
+			changeVerb(installed, wanted), obs.chartVersion, wanted, what, message, obs.chartVersion))
+	default:
+		detail := "waiting for Flux to upgrade " + what
+		if status == metav1.ConditionUnknown {
+			detail = what + ": " + message
+		}
+		obs.set(ConditionHelmReleaseReady, metav1.ConditionFalse, v1alpha1.ReasonUpgradeInProgress, fmt.Sprintf(
+			"%s kro from %s to %s: %s", changeVerb(installed, wanted), obs.chartVersion, wanted, detail))
+	}
+}
+
+// installedChart is the chart version of the release that runs: the newest deployed
+// snapshot in the HelmRelease's history, or "" when none is.
+func installedChart(hr *helmv2.HelmRelease) string {
+	for _, snap := range hr.Status.History {
+		if snap != nil && snap.Status == "deployed" {
+			return snap.ChartVersion
+		}
+	}
+	return ""
+}
+
+// chartCore is a chart version as the requested tag names it: helm-controller appends the
+// OCI artifact's digest as semver build metadata ("0.9.4+1c7c5a1b0f4b"), and OCI tags
+// spell "+" as "_".
+func chartCore(v string) string {
+	v = strings.TrimPrefix(strings.ReplaceAll(v, "_", "+"), "v")
+	core, _, _ := strings.Cut(v, "+")
+	return core
+}
+
+// sameChart tells whether an installed chart version is the requested tag.
+func sameChart(installed, wanted string) bool {
+	return chartCore(installed) == chartCore(wanted)
+}
+
+// changeVerb says whether going from one chart version to another is an upgrade.
+func changeVerb(from, to string) string {
+	f, errF := version.ParseSemantic(chartCore(from))
+	t, errT := version.ParseSemantic(chartCore(to))
+	if errF == nil && errT == nil && t.LessThan(f) {
+		return "downgrading"
+	}
+	return "upgrading"
 }
 
 func managedFlux(apiVersion, kind, namespace, name string, ready metav1.ConditionStatus, message string) v1alpha1.ManagedResource {

@@ -4,12 +4,15 @@ package controllers
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/openmcp-project/openmcp-operator/api/constants"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -97,7 +100,7 @@ func (r *KroReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl
 		return ctrl.Result{}, err
 	}
 	if kro.Annotations[constants.OperationAnnotation] == constants.OperationAnnotationValueIgnore {
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, r.reportIgnoredDeletion(ctx, kro)
 	}
 	tenantNamespace, err := TenantNamespace(kro)
 	if err != nil {
@@ -189,14 +192,68 @@ func (r *KroReconciler) removeFinalizer(ctx context.Context, kro *v1alpha1.Kro, 
 }
 
 // consumeReconcileOperation removes openmcp.cloud/operation=reconcile, and only that
-// annotation, once the requested reconcile has run.
+// annotation, once the requested reconcile has run. The removal tests that the annotation
+// still says reconcile on the server: a value set since (ignore, say) is someone's newer
+// request and stays; its own update brings the Kro back.
 func (r *KroReconciler) consumeReconcileOperation(ctx context.Context, kro *v1alpha1.Kro, w *writeTracker) error {
 	if kro.Annotations[constants.OperationAnnotation] != constants.OperationAnnotationValueReconcile {
 		return nil
 	}
 	w.before(kro)
-	patch := []byte(`{"metadata":{"annotations":{"` + constants.OperationAnnotation + `":null}}}`)
-	return client.IgnoreNotFound(r.Onboarding.Patch(ctx, kro, client.RawPatch(types.MergePatchType, patch)))
+	path := "/metadata/annotations/" + jsonPointerEscape(constants.OperationAnnotation)
+	patch := fmt.Appendf(nil, `[{"op":"test","path":%q,"value":%q},{"op":"remove","path":%q}]`,
+		path, constants.OperationAnnotationValueReconcile, path)
+	err := r.Onboarding.Patch(ctx, kro, client.RawPatch(types.JSONPatchType, patch))
+	if apierrors.IsInvalid(err) || apierrors.IsNotFound(err) {
+		// The test failed (the annotation changed or went), or the Kro is gone.
+		return nil
+	}
+	return err
+}
+
+// jsonPointerEscape escapes one reference token of a JSON pointer (RFC 6901).
+func jsonPointerEscape(token string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(token, "~", "~0"), "/", "~1")
+}
+
+// reportIgnoredDeletion says why a Kro that is being deleted and carries
+// openmcp.cloud/operation=ignore keeps its finalizer: the deletion is paused, which is
+// what ignore asks for, but not silently. It writes this one status, and a Warning event,
+// once; nothing else of the Kro is touched. A Kro that is not being deleted is left
+// entirely alone.
+func (r *KroReconciler) reportIgnoredDeletion(ctx context.Context, kro *v1alpha1.Kro) error {
+	if kro.DeletionTimestamp.IsZero() || !controllerutil.ContainsFinalizer(kro, Finalizer) {
+		return nil
+	}
+	msg := fmt.Sprintf("the deletion is paused by the annotation %s=%s: kro and the provider's objects stay in place; remove the annotation to let the deletion continue",
+		constants.OperationAnnotation, constants.OperationAnnotationValueIgnore)
+	conds := []metav1.Condition{
+		{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonOperationIgnored, Message: msg, ObservedGeneration: kro.Generation},
+		{Type: ConditionDeletionBlocked, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonOperationIgnored, Message: msg, ObservedGeneration: kro.Generation},
+	}
+	prevReady := meta.FindStatusCondition(kro.Status.Conditions, v1alpha1.ConditionReady)
+	paused := prevReady != nil && prevReady.Reason == v1alpha1.ReasonOperationIgnored
+	base := kro.DeepCopy()
+	changed := kro.Status.Phase != v1alpha1.PhaseTerminating
+	kro.Status.Phase = v1alpha1.PhaseTerminating
+	for _, c := range conds {
+		prev := meta.FindStatusCondition(kro.Status.Conditions, c.Type)
+		if prev == nil || prev.Status != c.Status || prev.Reason != c.Reason || prev.Message != c.Message || prev.ObservedGeneration != c.ObservedGeneration {
+			meta.SetStatusCondition(&kro.Status.Conditions, c)
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	if !paused {
+		r.Recorder.Eventf(kro, nil, corev1.EventTypeWarning, v1alpha1.ReasonOperationIgnored, "Delete", "%s", msg)
+	}
+	var w writeTracker
+	w.before(kro)
+	err := r.Onboarding.Status().Patch(ctx, kro, client.MergeFrom(base))
+	waitForCache(ctx, r.Onboarding, client.ObjectKeyFromObject(kro), &w)
+	return client.IgnoreNotFound(err)
 }
 
 func (r *KroReconciler) concurrency() int {

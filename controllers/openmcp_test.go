@@ -33,54 +33,9 @@ const openMCPModule = "github.com/openmcp-project/openmcp-operator/api@v1.3.0"
 // request at the end of the deletion.
 func TestOpenMCPAccessRequest(t *testing.T) {
 	g := NewWithT(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-
-	apiDir, err := testenv.ModuleDir(ctx, openMCPModule)
-	g.Expect(err).NotTo(HaveOccurred())
-	flux, err := testenv.FluxCRDDirs(ctx)
-	g.Expect(err).NotTo(HaveOccurred())
-	ob, err := crd.ForCluster(clusters.Onboarding)
-	g.Expect(err).NotTo(HaveOccurred())
-	pl, err := crd.ForCluster(clusters.Platform)
-	g.Expect(err).NotTo(HaveOccurred())
-	cs, err := testenv.StartClusters(ctx,
-		testenv.ClusterOptions{Name: "openmcp-onboarding", CRDs: ob},
-		testenv.ClusterOptions{Name: "openmcp-platform", CRDs: pl,
-			CRDDirs: append(flux, filepath.Join(apiDir, "crds", "manifests", "clusters.openmcp.cloud_accessrequests.yaml"))},
-		testenv.ClusterOptions{Name: "openmcp-controlplane"},
-	)
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { testenv.StopClusters(cs...) })
-	ob2, pf2, cp2 := cs[0], cs[1], cs[2]
-
-	g.Expect(pf2.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: podNamespace}})).To(Succeed())
-	g.Expect(pf2.Client.Create(ctx, &v1alpha1.ProviderConfig{
-		ObjectMeta: metav1.ObjectMeta{Name: providerName},
-		Spec: v1alpha1.ProviderConfigSpec{
-			PollInterval: &metav1.Duration{Duration: suitePollInterval},
-			Versions:     []v1alpha1.KroVersion{{Version: baseVersion, ChartVersion: "0.9.3"}},
-		},
-	})).To(Succeed())
-	mgr, err := ctrl.NewManager(ob2.Config, ctrl.Options{
-		Scheme:                 clusters.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptrTo(true)},
-	})
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(Setup(ctx, mgr, pf2.Config, Options{
-		ProviderName: providerName, PodNamespace: podNamespace, Access: AccessOpenMCP,
-		ProbeInterval: 500 * time.Millisecond, MaxBackoff: 2 * time.Second,
-	})).To(Succeed())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	ctx := context.Background()
+	env := startOpenMCP(t, g)
+	ob2, pf2, cp2 := env.onboarding, env.platform, env.controlPlane
 
 	g.Expect(ob2.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "project-a"}})).To(Succeed())
 	k := &v1alpha1.Kro{ObjectMeta: metav1.ObjectMeta{Namespace: "project-a", Name: "cp-1"}, Spec: v1alpha1.KroSpec{Version: baseVersion}}
@@ -131,6 +86,67 @@ func TestOpenMCPAccessRequest(t *testing.T) {
 	g.Expect(ob2.Client.Delete(ctx, k)).To(Succeed())
 	eventuallyGone(g, ob2.Client, k)
 	eventuallyGone(g, pf2.Client, want)
+}
+
+// openMCPEnv is a provider in openmcp mode with clusters of its own.
+type openMCPEnv struct {
+	onboarding, platform, controlPlane *testenv.Cluster
+}
+
+// startOpenMCP starts an onboarding, a platform (with openmcp's AccessRequest CRD) and a
+// ControlPlane cluster, and a provider in openmcp mode on them, all stopped at the end of
+// the test.
+func startOpenMCP(t *testing.T, g Gomega) *openMCPEnv {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+
+	apiDir, err := testenv.ModuleDir(ctx, openMCPModule)
+	g.Expect(err).NotTo(HaveOccurred())
+	flux, err := testenv.FluxCRDDirs(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	ob, err := crd.ForCluster(clusters.Onboarding)
+	g.Expect(err).NotTo(HaveOccurred())
+	pl, err := crd.ForCluster(clusters.Platform)
+	g.Expect(err).NotTo(HaveOccurred())
+	cs, err := testenv.StartClusters(ctx,
+		testenv.ClusterOptions{Name: "openmcp-onboarding", CRDs: ob},
+		testenv.ClusterOptions{Name: "openmcp-platform", CRDs: pl,
+			CRDDirs: append(flux, filepath.Join(apiDir, "crds", "manifests", "clusters.openmcp.cloud_accessrequests.yaml"))},
+		testenv.ClusterOptions{Name: "openmcp-controlplane"},
+	)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { testenv.StopClusters(cs...) })
+	env := &openMCPEnv{onboarding: cs[0], platform: cs[1], controlPlane: cs[2]}
+
+	g.Expect(env.platform.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: podNamespace}})).To(Succeed())
+	g.Expect(env.platform.Client.Create(ctx, &v1alpha1.ProviderConfig{
+		ObjectMeta: metav1.ObjectMeta{Name: providerName},
+		Spec: v1alpha1.ProviderConfigSpec{
+			PollInterval: &metav1.Duration{Duration: suitePollInterval},
+			Versions:     []v1alpha1.KroVersion{{Version: baseVersion, ChartVersion: "0.9.3"}},
+		},
+	})).To(Succeed())
+	mgr, err := ctrl.NewManager(env.onboarding.Config, ctrl.Options{
+		Scheme:                 clusters.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptrTo(true)},
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(Setup(ctx, mgr, env.platform.Config, Options{
+		ProviderName: providerName, PodNamespace: podNamespace, Access: AccessOpenMCP,
+		ProbeInterval: 500 * time.Millisecond, MaxBackoff: 2 * time.Second,
+	})).To(Succeed())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+	return env
 }
 
 func getHelmReleaseOn(g Gomega, pf *testenv.Cluster, namespace string) *helmv2.HelmRelease {

@@ -41,9 +41,12 @@ const (
 // observation is what one reconcile learned, in the order of its steps. Conditions
 // carry type, status, reason and message; everything else is filled in by computeStatus.
 type observation struct {
-	conditions   []metav1.Condition
-	managed      []v1alpha1.ManagedResource
-	chartVersion string
+	conditions []metav1.Condition
+	managed    []v1alpha1.ManagedResource
+	// chartVersion is the chart version the HelmRelease reports installed ("" when none);
+	// it counts only when chartObserved, otherwise the status keeps the last one seen.
+	chartVersion  string
+	chartObserved bool
 	// rgds summarises the ControlPlane's RGDs; nil when they could not be read this time.
 	rgds     *v1alpha1.ResourceGraphDefinitionSummary
 	deleting bool
@@ -83,9 +86,9 @@ func computeStatus(old v1alpha1.KroStatus, generation int64, obs observation, no
 	case conds[0].Status == metav1.ConditionTrue:
 		phase = v1alpha1.PhaseReady
 	}
-	chartVersion := obs.chartVersion
-	if obs.deleting {
-		chartVersion = old.ChartVersion
+	chartVersion := old.ChartVersion
+	if obs.chartObserved && !obs.deleting {
+		chartVersion = obs.chartVersion
 	}
 	rgds := old.ResourceGraphDefinitions
 	if obs.rgds != nil {
@@ -122,8 +125,8 @@ func readyCondition(obs observation) metav1.Condition {
 		}
 		if c.Status != metav1.ConditionTrue {
 			ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, v1alpha1.ReasonReconciling, c.Message
-			if c.Reason == v1alpha1.ReasonReconcileError {
-				ready.Reason = v1alpha1.ReasonReconcileError
+			if readyReasons[c.Reason] {
+				ready.Reason = c.Reason
 			}
 			return ready
 		}
@@ -138,6 +141,20 @@ func readyCondition(obs observation) metav1.Condition {
 	ready.Status, ready.Reason = metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess
 	ready.Message = fmt.Sprintf("kro (chart %s) is installed on the ControlPlane", obs.chartVersion)
 	return ready
+}
+
+// readyReasons are the reasons of a failing step that Ready repeats; Ready says
+// Reconciling for any other.
+var readyReasons = map[string]bool{
+	v1alpha1.ReasonReconcileError:    true,
+	v1alpha1.ReasonAccessDenied:      true,
+	v1alpha1.ReasonUpgradeInProgress: true,
+}
+
+// warningReasons are the reasons of a step's condition that make its event a Warning.
+var warningReasons = map[string]bool{
+	v1alpha1.ReasonReconcileError: true,
+	v1alpha1.ReasonAccessDenied:   true,
 }
 
 // kroEvent is a Kubernetes event to emit on the Kro.
@@ -168,7 +185,7 @@ func transitionEvents(old, updated []metav1.Condition) []kroEvent {
 			}
 		case c.Status != metav1.ConditionTrue:
 			typ := corev1.EventTypeNormal
-			if c.Reason == v1alpha1.ReasonReconcileError {
+			if warningReasons[c.Reason] {
 				typ = corev1.EventTypeWarning
 			}
 			out = append(out, kroEvent{typ, c.Reason, c.Type, c.Type + ": " + c.Message})

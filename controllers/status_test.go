@@ -16,7 +16,7 @@ func allTrue() observation {
 	for _, t := range []string{ConditionVersionResolved, ConditionPullSecretsReady, ConditionOCIRepositoryReady, ConditionControlPlaneAccess, ConditionHelmReleaseReady} {
 		obs.set(t, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, t+" ok")
 	}
-	obs.chartVersion = "0.9.3"
+	obs.chartVersion, obs.chartObserved = "0.9.3", true
 	return obs
 }
 

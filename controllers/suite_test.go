@@ -290,11 +290,18 @@ func getHelmRelease(g Gomega, k *v1alpha1.Kro) *helmv2.HelmRelease {
 }
 
 // fluxReady sets the Ready condition of a Flux object through its status subresource,
-// the way source- and helm-controller do.
+// the way source- and helm-controller do. For a HelmRelease it also records the release
+// as helm-controller does: the chart of its OCIRepository as the last attempted revision
+// and, when Ready, as the deployed release at the head of the history.
 func fluxReady(g Gomega, obj client.Object, status metav1.ConditionStatus, message string) {
+	fluxReadyOn(g, platform.Client, obj, status, message)
+}
+
+// fluxReadyOn is fluxReady on another platform cluster.
+func fluxReadyOn(g Gomega, c client.Client, obj client.Object, status metav1.ConditionStatus, message string) {
 	ctx := context.Background()
 	g.Eventually(func(g Gomega) {
-		g.Expect(platform.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed())
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed())
 		cond := metav1.Condition{Type: "Ready", Status: status, Reason: "Succeeded", Message: message, ObservedGeneration: obj.GetGeneration()}
 		if status != metav1.ConditionTrue {
 			cond.Reason = "Failed"
@@ -306,9 +313,18 @@ func fluxReady(g Gomega, obj client.Object, status metav1.ConditionStatus, messa
 		case *helmv2.HelmRelease:
 			o.Status.ObservedGeneration = o.Generation
 			meta.SetStatusCondition(&o.Status.Conditions, cond)
+			recordRelease(g, c, o, status == metav1.ConditionTrue)
 		}
-		g.Expect(platform.Client.Status().Update(ctx, obj)).To(Succeed())
+		g.Expect(c.Status().Update(ctx, obj)).To(Succeed())
 	}, timeout, interval).Should(Succeed())
+}
+
+// recordRelease records the release of the HelmRelease's OCIRepository's tag as
+// helm-controller does (testenv.RecordRelease).
+func recordRelease(g Gomega, c client.Client, hr *helmv2.HelmRelease, deployed bool) {
+	repo := &sourcev1.OCIRepository{}
+	g.Expect(c.Get(context.Background(), client.ObjectKey{Namespace: hr.Namespace, Name: hr.Spec.ChartRef.Name}, repo)).To(Succeed())
+	testenv.RecordRelease(hr, repo.Spec.Reference.Tag, deployed)
 }
 
 // readyKro sets up a Kro of version up to Ready on the suite's ControlPlane, with Flux

@@ -40,7 +40,6 @@ func (r *KroReconciler) resolveVersion(ctx context.Context, s *scope) (outcome, 
 		return wait, nil
 	}
 	s.version = v
-	s.obs.chartVersion = v.ChartVersion
 	s.obs.set(ConditionVersionResolved, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, fmt.Sprintf(
 		"version %s resolves to chart %s:%s", v.Version, chartURL(v), v.ChartVersion))
 	return proceed, nil

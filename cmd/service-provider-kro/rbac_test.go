@@ -411,7 +411,7 @@ func (e *rbacEnv) lifecycle(t *testing.T, stopProvider func(), grant func(Gomega
 }
 
 // setReady sets the Ready condition of a Flux object through its status, as source- and
-// helm-controller do.
+// helm-controller do; a HelmRelease also records its chart as deployed.
 func setReady(ctx context.Context, g Gomega, c client.Client, obj client.Object, key client.ObjectKey) {
 	g.Eventually(func(g Gomega) {
 		g.Expect(c.Get(ctx, key, obj)).To(Succeed())
@@ -423,6 +423,9 @@ func setReady(ctx context.Context, g Gomega, c client.Client, obj client.Object,
 		case *helmv2.HelmRelease:
 			o.Status.ObservedGeneration = o.Generation
 			meta.SetStatusCondition(&o.Status.Conditions, cond)
+			repo := &sourcev1.OCIRepository{}
+			g.Expect(c.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: o.Spec.ChartRef.Name}, repo)).To(Succeed())
+			testenv.RecordRelease(o, repo.Spec.Reference.Tag, true)
 		}
 		g.Expect(c.Status().Update(ctx, obj)).To(Succeed())
 	}, 20*time.Second, 100*time.Millisecond).Should(Succeed())

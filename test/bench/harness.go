@@ -730,6 +730,7 @@ func (h *harness) setFluxCondition(ctx context.Context, obj client.Object, statu
 			cond.Message = "Helm install succeeded for release kro-system/kro.v1 with chart kro@" + chartVersion
 			o.Status.ObservedGeneration = o.Generation
 			meta.SetStatusCondition(&o.Status.Conditions, cond)
+			testenv.RecordRelease(o, chartVersion, status == metav1.ConditionTrue)
 			kind = "hr"
 		}
 		// Flux's Ready is the moment the status write starts; the provider can only see it later.
