@@ -147,12 +147,12 @@ func withoutToken(kubeconfig []byte) (*rest.Config, error) {
 type Rotation int
 
 const (
-	// Unchanged: nothing that matters changed.
+	// Unchanged means nothing that matters changed.
 	Unchanged Rotation = iota
-	// TokenRotated: only the bearer token changed; it is in use from now on.
+	// TokenRotated means only the bearer token changed; it is in use from now on.
 	TokenRotated
-	// RestartNeeded: the secret is gone, or the server, CA or kind of credential changed;
-	// the process must start again to request access anew.
+	// RestartNeeded means the secret is gone, or the server, CA or kind of credential
+	// changed: the process must start again to request access anew.
 	RestartNeeded
 )
 

@@ -69,17 +69,9 @@ func TestSecureMetrics(t *testing.T) {
 
 	addrs, err := testenv.FreeLoopbackAddrs(2)
 	g.Expect(err).NotTo(HaveOccurred())
-	logs := &syncBuffer{}
-	stop, done := startProviderProcess(t, []string{"run", "--onboarding-kubeconfig", obPath, "--platform-kubeconfig", pfPath,
+	runProvider(t, []string{"run", "--onboarding-kubeconfig", obPath, "--platform-kubeconfig", pfPath,
 		"--pod-namespace", "kro-provider", "--metrics-bind-address", addrs[0], "--metrics-secure=true",
-		"--health-probe-bind-address", addrs[1]}, logs)
-	t.Cleanup(func() {
-		stop()
-		<-done
-		if t.Failed() {
-			t.Logf("provider logs:\n%s", logs.String())
-		}
-	})
+		"--health-probe-bind-address", addrs[1]})
 
 	insecure := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the self-signed certificate of a test
 	scrape := func(g Gomega, bearer string) (int, string) {

@@ -174,6 +174,23 @@ func startProviderProcess(t *testing.T, args []string, logs io.Writer) (stop fun
 	return func() { _ = cmd.Process.Signal(syscall.SIGTERM) }, ch
 }
 
+// runProvider runs the provider in a child process for the rest of the test, and shows
+// its logs when the test fails.
+func runProvider(t *testing.T, args []string) {
+	t.Helper()
+	logs := &syncBuffer{}
+	stop, done := startProviderProcess(t, args, logs)
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("the provider ended with %v", err)
+		}
+		if t.Failed() {
+			t.Logf("provider logs:\n%s", logs.String())
+		}
+	})
+}
+
 // providerArgsEnv, when set, makes the test binary run the provider's main() with these
 // arguments (a JSON list) instead of the tests.
 const providerArgsEnv = "SERVICE_PROVIDER_KRO_TEST_ARGS"

@@ -5,6 +5,8 @@ import (
 	"context"
 	"testing"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -13,8 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	helmv2 "github.com/fluxcd/helm-controller/api/v2"
-	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
 	"github.com/openmcp-project/service-provider-kro/config/crd"
@@ -108,16 +108,8 @@ func TestSwitchOverFromAnEarlierProvider(t *testing.T) {
 
 	// The provider takes the objects over.
 	g.Expect(platform.Client.Create(ctx, namespace("kro-provider"))).To(Succeed())
-	logs := &syncBuffer{}
-	stop, done := startProviderProcess(t, []string{"run", "--onboarding-kubeconfig", obPath, "--platform-kubeconfig", pfPath,
-		"--pod-namespace", "kro-provider", "--metrics-bind-address", "0", "--health-probe-bind-address", "0"}, logs)
-	t.Cleanup(func() {
-		stop()
-		<-done
-		if t.Failed() {
-			t.Logf("provider logs:\n%s", logs.String())
-		}
-	})
+	runProvider(t, []string{"run", "--onboarding-kubeconfig", obPath, "--platform-kubeconfig", pfPath,
+		"--pod-namespace", "kro-provider", "--metrics-bind-address", "0", "--health-probe-bind-address", "0"})
 	tenant, err := controllers.TenantNamespace(kro)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func() error { return platform.Client.Get(ctx, client.ObjectKey{Name: tenant}, namespace(tenant)) }, rbacTimeout, rbacInterval).Should(Succeed())
