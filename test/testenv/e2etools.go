@@ -98,6 +98,7 @@ func E2ETools() []Tool {
 	return []Tool{
 		KubeAPIServer, KubeControllerManager, KubeScheduler, Kubectl, Etcd,
 		SourceController, HelmController, Registry, Helm, Kwok, Kwokctl, KroController,
+		OpenMCPOperator,
 	}
 }
 
