@@ -3,6 +3,7 @@
 // kro's chart, the provider, and sample objects. `task up` and `task down` drive it.
 //
 //	sandbox up      start `sandbox serve` in the background, wait until it is ready, print the status
+//	                (-openmcp: openmcp-operator deploys the provider, see openmcp.go)
 //	sandbox serve   run the sandbox in the foreground until SIGTERM or SIGINT
 //	sandbox down    stop a running sandbox and wait until everything has stopped
 //	sandbox status  print the Kros on the onboarding cluster
@@ -59,6 +60,7 @@ func main() {
 	fs := flag.NewFlagSet("sandbox", flag.ExitOnError)
 	dirFlag := fs.String("dir", "", "the sandbox folder (default: .sandbox at the repository root)")
 	timeout := fs.Duration("timeout", 45*time.Minute, "up: how long to wait for the sandbox to be ready (a first run builds every binary)")
+	openmcp := fs.Bool("openmcp", false, "up, serve: run the provider as OpenControlPlane does, deployed by openmcp-operator from a ServiceProvider, on one ControlPlane")
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "usage: sandbox up|serve|down|status|kubectl-path [-dir DIR]")
 		os.Exit(2)
@@ -76,9 +78,9 @@ func main() {
 	var err error
 	switch cmd {
 	case "up":
-		err = up(dir, *timeout)
+		err = up(dir, *timeout, *openmcp)
 	case "serve":
-		err = serve(dir)
+		err = serve(dir, *openmcp)
 	case "down":
 		err = down(dir)
 	case "status":
@@ -118,7 +120,7 @@ func running(dir string) int {
 
 // up starts `serve` detached (its own session, output into sandbox.log), waits for it
 // to be ready and prints how to use it.
-func up(dir string, timeout time.Duration) error {
+func up(dir string, timeout time.Duration, openmcp bool) error {
 	if pid := running(dir); pid != 0 {
 		fmt.Printf("The sandbox is already running (pid %d).\n\n", pid)
 		return printUsage(dir)
@@ -138,7 +140,11 @@ func up(dir string, timeout time.Duration) error {
 		return err
 	}
 	defer log.Close()
-	cmd := exec.Command(self, "serve", "-dir", dir)
+	args := []string{"serve", "-dir", dir}
+	if openmcp {
+		args = append(args, "-openmcp")
+	}
+	cmd := exec.Command(self, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
@@ -221,7 +227,7 @@ func down(dir string) error {
 }
 
 // serve runs the sandbox until SIGTERM or SIGINT.
-func serve(dir string) (err error) {
+func serve(dir string, openmcp bool) (err error) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if pid := running(dir); pid != 0 && pid != os.Getpid() {
@@ -244,6 +250,9 @@ func serve(dir string) (err error) {
 		}
 	}()
 	cleanStale(filepath.Join(dir, envDir))
+	if openmcp {
+		return serveOpenMCP(ctx, dir)
+	}
 
 	start := time.Now()
 	e, err := env.Start(ctx, env.Options{Dir: filepath.Join(dir, envDir), Log: os.Stdout, Backend: mustBackend()})
@@ -259,7 +268,11 @@ func serve(dir string) (err error) {
 		fmt.Printf("sandbox: stopped in %s\n", time.Since(stopStart).Round(100*time.Millisecond))
 	}()
 	fmt.Printf("sandbox: environment up in %s\n", time.Since(start).Round(100*time.Millisecond))
-	if err := writeKubeconfigs(dir, e); err != nil {
+	all := []*env.Cluster{e.Onboarding, e.Platform}
+	for _, cp := range e.ControlPlanes {
+		all = append(all, &cp.Cluster)
+	}
+	if err := writeKubeconfigs(dir, all...); err != nil {
 		return err
 	}
 	// kro's controller (process backend) comes up on each ControlPlane once kro's CRDs are there.
@@ -314,11 +327,7 @@ func cleanStale(dir string) {
 	_ = os.RemoveAll(dir)
 }
 
-func writeKubeconfigs(dir string, e *env.Env) error {
-	all := []*env.Cluster{e.Onboarding, e.Platform}
-	for _, cp := range e.ControlPlanes {
-		all = append(all, &cp.Cluster)
-	}
+func writeKubeconfigs(dir string, all ...*env.Cluster) error {
 	for _, c := range all {
 		// Name the context after the cluster's role, so that several can be merged.
 		raw, err := clientcmd.Load(c.Kubeconfig)
@@ -373,20 +382,7 @@ func create(ctx context.Context, c client.Client, obj client.Object) error {
 func waitForSamples(ctx context.Context, e *env.Env) string {
 	ctx, cancel := context.WithTimeout(ctx, 6*time.Minute)
 	defer cancel()
-	ready := func(k *v1alpha1.Kro) bool {
-		c := apimeta.FindStatusCondition(k.Status.Conditions, v1alpha1.ConditionReady)
-		return c != nil && c.Status == metav1.ConditionTrue
-	}
-	poll := func(cond func() bool) bool {
-		for !cond() {
-			select {
-			case <-ctx.Done():
-				return false
-			case <-time.After(time.Second):
-			}
-		}
-		return true
-	}
+	poll := func(cond func() bool) bool { return poll(ctx, cond) }
 	allReady := poll(func() bool {
 		for _, cp := range e.ControlPlanes {
 			k := &v1alpha1.Kro{}
@@ -416,6 +412,24 @@ func waitForSamples(ctx context.Context, e *env.Env) string {
 		return fmt.Sprintf("the sample ResourceGraphDefinition on %s is not counted Ready in its Kro yet", cp.Name)
 	}
 	return ""
+}
+
+// poll checks cond every second until it holds (true) or ctx ends (false).
+func poll(ctx context.Context, cond func() bool) bool {
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(time.Second):
+		}
+	}
+	return true
+}
+
+// ready says whether a Kro is Ready.
+func ready(k *v1alpha1.Kro) bool {
+	c := apimeta.FindStatusCondition(k.Status.Conditions, v1alpha1.ConditionReady)
+	return c != nil && c.Status == metav1.ConditionTrue
 }
 
 func writeSummary(ctx context.Context, dir string, e *env.Env, warning string) error {
