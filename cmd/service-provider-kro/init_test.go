@@ -27,15 +27,10 @@ const (
 func TestInit(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	cs, err := testenv.StartClusters(ctx, testenv.ClusterOptions{Name: "onboarding"}, testenv.ClusterOptions{Name: "platform"})
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { testenv.StopClusters(cs...) })
+	cs := startClusters(t, testenv.ClusterOptions{Name: "onboarding"}, testenv.ClusterOptions{Name: "platform"})
 	onboarding, platform := cs[0], cs[1]
-	dir := t.TempDir()
-	obPath, err := onboarding.WriteKubeconfig(dir)
-	g.Expect(err).NotTo(HaveOccurred())
-	pfPath, err := platform.WriteKubeconfig(dir)
-	g.Expect(err).NotTo(HaveOccurred())
+	obPath, pfPath := writeKubeconfigs(t, onboarding, platform)
+	dir := filepath.Dir(obPath)
 	args := []string{"init", "--onboarding-kubeconfig", obPath, "--platform-kubeconfig", pfPath}
 
 	runInitOK := func() string {

@@ -14,8 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/openmcp-project/service-provider-kro/clusters"
-	"github.com/openmcp-project/service-provider-kro/config/crd"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
 
@@ -26,24 +24,10 @@ import (
 func TestSecureMetrics(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	obCRDs, err := crd.ForCluster(clusters.Onboarding)
-	g.Expect(err).NotTo(HaveOccurred())
-	pfCRDs, err := crd.ForCluster(clusters.Platform)
-	g.Expect(err).NotTo(HaveOccurred())
-	fluxCRDs, err := testenv.FluxCRDDirs(ctx)
-	g.Expect(err).NotTo(HaveOccurred())
-	cs, err := testenv.StartClusters(ctx,
-		testenv.ClusterOptions{Name: "onboarding", CRDs: obCRDs},
-		testenv.ClusterOptions{Name: "platform", CRDs: pfCRDs, CRDDirs: fluxCRDs},
-	)
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { testenv.StopClusters(cs...) })
+	ob, pf := providerClusterOptions(t)
+	cs := startClusters(t, ob, pf)
 	onboarding, platform := cs[0], cs[1]
-	dir := t.TempDir()
-	obPath, err := onboarding.WriteKubeconfig(dir)
-	g.Expect(err).NotTo(HaveOccurred())
-	pfPath, err := platform.WriteKubeconfig(dir)
-	g.Expect(err).NotTo(HaveOccurred())
+	obPath, pfPath := writeKubeconfigs(t, onboarding, platform)
 
 	// Prometheus' ServiceAccount may GET /metrics; another one may not.
 	g.Expect(platform.Client.Create(ctx, namespace("monitoring"))).To(Succeed())

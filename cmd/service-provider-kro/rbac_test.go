@@ -34,7 +34,6 @@ import (
 	"github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
 	"github.com/openmcp-project/service-provider-kro/config"
-	"github.com/openmcp-project/service-provider-kro/config/crd"
 	"github.com/openmcp-project/service-provider-kro/controllers"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
@@ -223,22 +222,10 @@ func startRBACEnv(t *testing.T) *rbacEnv {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := context.Background()
-	obCRDs, err := crd.ForCluster(clusters.Onboarding)
-	g.Expect(err).NotTo(HaveOccurred())
-	pfCRDs, err := crd.ForCluster(clusters.Platform)
-	g.Expect(err).NotTo(HaveOccurred())
-	pfDirs, err := testenv.FluxCRDDirs(ctx)
-	g.Expect(err).NotTo(HaveOccurred())
-	pfDirs = append(pfDirs, openmcpCRDDir(t))
+	ob, pf := providerClusterOptions(t, openmcpCRDDir(t))
 	kroCRDs, err := testenv.KroCRDDir(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
-	cs, err := testenv.StartClusters(ctx,
-		testenv.ClusterOptions{Name: "onboarding", CRDs: obCRDs},
-		testenv.ClusterOptions{Name: "platform", CRDs: pfCRDs, CRDDirs: pfDirs},
-		testenv.ClusterOptions{Name: "controlplane", CRDDirs: []string{kroCRDs}},
-	)
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { testenv.StopClusters(cs...) })
+	cs := startClusters(t, ob, pf, testenv.ClusterOptions{Name: "controlplane", CRDDirs: []string{kroCRDs}})
 	e := &rbacEnv{onboarding: cs[0], platform: cs[1], controlPlane: cs[2], kubeconfig: map[string][]byte{}, logs: &syncBuffer{}}
 
 	// The overlays as an operator applies them (the CRDs are already there), and

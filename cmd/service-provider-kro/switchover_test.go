@@ -63,19 +63,13 @@ func TestSwitchOverFromAnEarlierProvider(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	kroCRDs, err := testenv.KroCRDDir(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
-	cs, err := testenv.StartClusters(ctx,
+	cs := startClusters(t,
 		testenv.ClusterOptions{Name: "onboarding", CRDs: []*apiextensionsv1.CustomResourceDefinition{legacyCRD(g, clusters.Onboarding)}},
 		testenv.ClusterOptions{Name: "platform", CRDs: []*apiextensionsv1.CustomResourceDefinition{legacyCRD(g, clusters.Platform)}, CRDDirs: fluxCRDs},
 		testenv.ClusterOptions{Name: "controlplane", CRDDirs: []string{kroCRDs}},
 	)
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { testenv.StopClusters(cs...) })
 	onboarding, platform, cp := cs[0], cs[1], cs[2]
-	dir := t.TempDir()
-	obPath, err := onboarding.WriteKubeconfig(dir)
-	g.Expect(err).NotTo(HaveOccurred())
-	pfPath, err := platform.WriteKubeconfig(dir)
-	g.Expect(err).NotTo(HaveOccurred())
+	obPath, pfPath := writeKubeconfigs(t, onboarding, platform)
 
 	// What the earlier provider left: a ProviderConfig, a Kro with its status, and the
 	// source pull secret. Written as unstructured objects: this provider's types play no

@@ -360,12 +360,7 @@ var _ = Describe("the Kro lifecycle on two ControlPlanes at once", Ordered, func
 		})
 		for _, cp := range cps {
 			By("kro is uninstalled from " + cp.Name)
-			var deployments appsv1.DeploymentList
-			Expect(cp.Client.List(suiteCtx, &deployments, client.InNamespace(controllers.KroNamespace))).To(Succeed())
-			Expect(deployments.Items).To(BeEmpty())
-			var releases corev1.SecretList
-			Expect(cp.Client.List(suiteCtx, &releases, client.InNamespace(controllers.KroNamespace), client.MatchingLabels{"owner": "helm"})).To(Succeed())
-			Expect(releases.Items).To(BeEmpty(), "Helm release secrets are left")
+			expectKroUninstalled(cp.Client)
 			Expect(imagePullSecretCopies(Default, cp)).To(BeEmpty(), "replicated image pull secrets are left")
 
 			By("nothing of " + cp.Name + " is left on the platform but its access secret")
@@ -391,3 +386,15 @@ var _ = Describe("the Kro lifecycle on two ControlPlanes at once", Ordered, func
 		Expect(copies.Items).To(BeEmpty())
 	})
 })
+
+// expectKroUninstalled expects no kro Deployment and no Helm release secret of kro's chart
+// left in kro's namespace on a ControlPlane.
+func expectKroUninstalled(c client.Client) {
+	GinkgoHelper()
+	var deployments appsv1.DeploymentList
+	Expect(c.List(suiteCtx, &deployments, client.InNamespace(controllers.KroNamespace))).To(Succeed())
+	Expect(deployments.Items).To(BeEmpty())
+	var releases corev1.SecretList
+	Expect(c.List(suiteCtx, &releases, client.InNamespace(controllers.KroNamespace), client.MatchingLabels{"owner": "helm"})).To(Succeed())
+	Expect(releases.Items).To(BeEmpty(), "Helm release secrets are left")
+}

@@ -258,12 +258,7 @@ var _ = Describe("under openmcp-operator", Ordered, Label("openmcp"), func() {
 		Expect(platform.List(suiteCtx, &copies, client.MatchingLabels{controllers.LabelManagedBy: controllers.ManagedByValue})).To(Succeed())
 		Expect(copies.Items).To(BeEmpty())
 		By("kro is uninstalled from the ControlPlane")
-		var deployments appsv1.DeploymentList
-		Expect(cp.Client.List(suiteCtx, &deployments, client.InNamespace(controllers.KroNamespace))).To(Succeed())
-		Expect(deployments.Items).To(BeEmpty())
-		var releases corev1.SecretList
-		Expect(cp.Client.List(suiteCtx, &releases, client.InNamespace(controllers.KroNamespace), client.MatchingLabels{"owner": "helm"})).To(Succeed())
-		Expect(releases.Items).To(BeEmpty(), "Helm release secrets are left")
+		expectKroUninstalled(cp.Client)
 		omMeasure("Kro gone → ControlPlane gone", func() {
 			eventually(5*time.Minute, func(g Gomega) {
 				err := onboarding.Get(suiteCtx, obj(mcp), mcp)

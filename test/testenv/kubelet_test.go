@@ -5,18 +5,13 @@ package testenv
 import (
 	"context"
 	"crypto/x509"
-	"io"
-	"log"
-	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/registry"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -65,10 +60,7 @@ func main() {
 func TestKubeletRunsPods(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-	if d := os.Getenv("TESTENV_LOG_DIR"); d != "" {
-		dir = filepath.Join(d, "kubelet-test")
-	}
+	dir := testDir(t, "kubelet-test")
 	image, cas := podProgramImage(ctx, t, dir)
 
 	cs, err := StartClusters(ctx, ClusterOptions{Name: "platform"})
@@ -77,16 +69,8 @@ func TestKubeletRunsPods(t *testing.T) {
 	}
 	defer StopClusters(cs...)
 	c := cs[0].Client
-	kcm, err := StartKubeControllerManager(ctx, testLog{t}, KubeControllerManagerOptions{Kubeconfig: cs[0].Kubeconfig, Dir: filepath.Join(dir, "kcm")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = kcm.Stop() }()
-	k, err := StartKubelet(ctx, KubeletOptions{Platform: cs[0].Config, Dir: filepath.Join(dir, "kubelet"), RegistryCAs: cas, Log: testLog{t}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = k.Stop() }()
+	k, stopKubelet := startKubeletWithKCM(ctx, t, cs[0], dir, cas)
+	defer stopKubelet()
 
 	ns := "work"
 	createAll(ctx, t, c,
@@ -165,12 +149,7 @@ func podProgramImage(ctx context.Context, t *testing.T, dir string) (string, *x5
 	_ = os.WriteFile(filepath.Join(src, "go.mod"), []byte("module podprogram\n\ngo 1.26\n"), 0o644)
 	_ = os.WriteFile(filepath.Join(src, "main.go"), []byte(podProgram), 0o644)
 	bin := filepath.Join(dir, "podprogram")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
-	build.Dir = src
-	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH, "GOFLAGS=-mod=mod")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the pod program: %v\n%s", err, out)
-	}
+	buildLinuxBinary(ctx, t, src, ".", bin, "GOFLAGS=-mod=mod")
 	platform := "linux/" + runtime.GOARCH
 	spec := ociimage.Spec{Platforms: []string{platform}, BinaryPath: "/bin/prog", Entrypoint: []string{"/bin/prog", "from-entrypoint"},
 		Cmd: []string{"from-cmd"}, Env: []string{"IMAGE_VAR=image"}, Created: time.Unix(0, 0)}
@@ -178,15 +157,7 @@ func podProgramImage(ctx context.Context, t *testing.T, dir string) (string, *x5
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := httptest.NewTLSServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
-	t.Cleanup(reg.Close)
-	cas := x509.NewCertPool()
-	cas.AddCert(reg.Certificate())
-	image := strings.TrimPrefix(reg.URL, "https://") + "/prog:v1"
-	if _, err := ociimage.Push(ctx, idx, image, ociimage.RegistryOptions{RootCAs: cas}); err != nil {
-		t.Fatal(err)
-	}
-	return image, cas
+	return pushToMemoryRegistry(ctx, t, idx, "prog:v1")
 }
 
 // waitFor polls cond until it holds, for up to two minutes.

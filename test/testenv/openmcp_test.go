@@ -4,19 +4,11 @@ package testenv
 
 import (
 	"context"
-	"crypto/x509"
-	"io"
-	"log"
-	"net/http/httptest"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/registry"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -39,32 +31,16 @@ import (
 func TestOpenMCPOperatorWithClusterProvider(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-	if d := os.Getenv("TESTENV_LOG_DIR"); d != "" {
-		dir = filepath.Join(d, "openmcp-test")
-	}
+	dir := testDir(t, "openmcp-test")
 	cs, err := StartClusters(ctx, ClusterOptions{Name: "platform"}, ClusterOptions{Name: "onboarding"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer StopClusters(cs...)
 	platform, onboarding := cs[0], cs[1]
-	var cp *ClusterProvider
-	defer func() { _ = cp.Stop() }()
 	start := time.Now()
-	om, err := StartOpenMCPOperator(ctx, testLog{t}, OpenMCPOperatorOptions{
-		Platform: platform.Config, PlatformKubeconfig: platform.Kubeconfig, Config: SchedulerConfig, Dir: dir,
-		BeforeMCP: func(ctx context.Context) error {
-			cp, err = StartClusterProvider(ctx, ClusterProviderOptions{
-				Platform: platform.Config, Onboarding: TargetCluster{Name: "onboarding", Config: onboarding.Config}, Log: testLog{t},
-			})
-			return err
-		},
-	})
-	if err != nil {
-		t.Fatalf("%v (logs in %s)", err, dir)
-	}
-	defer func() { _ = om.Stop() }()
+	cp, stopOpenMCP := startOpenMCPWithClusterProvider(ctx, t, platform, onboarding, dir)
+	defer stopOpenMCP()
 	t.Logf("openmcp-operator init, run, mcp init and mcp run in %s", time.Since(start).Round(100*time.Millisecond))
 
 	pc, err := client.New(platform.Config, client.Options{Scheme: OpenMCPScheme})
@@ -132,21 +108,13 @@ func TestOpenMCPOperatorWithClusterProvider(t *testing.T) {
 func TestServiceProviderUnderOpenMCP(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-	if d := os.Getenv("TESTENV_LOG_DIR"); d != "" {
-		dir = filepath.Join(d, "serviceprovider-test")
-	}
+	dir := testDir(t, "serviceprovider-test")
 	root, err := RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, "service-provider-kro")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/service-provider-kro")
-	build.Dir = root
-	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
+	buildLinuxBinary(ctx, t, root, "./cmd/service-provider-kro", bin)
 	platformName := "linux/" + runtime.GOARCH
 	spec := ociimage.ProviderSpec("v0.0.0-test", time.Unix(0, 0))
 	spec.Platforms = []string{platformName}
@@ -154,45 +122,17 @@ func TestServiceProviderUnderOpenMCP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := httptest.NewTLSServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
-	defer reg.Close()
-	cas := x509.NewCertPool()
-	cas.AddCert(reg.Certificate())
-	image := strings.TrimPrefix(reg.URL, "https://") + "/service-provider-kro:test"
-	if _, err := ociimage.Push(ctx, idx, image, ociimage.RegistryOptions{RootCAs: cas}); err != nil {
-		t.Fatal(err)
-	}
+	image, cas := pushToMemoryRegistry(ctx, t, idx, "service-provider-kro:test")
 	cs, err := StartClusters(ctx, ClusterOptions{Name: "platform"}, ClusterOptions{Name: "onboarding"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer StopClusters(cs...)
 	platform, onboarding := cs[0], cs[1]
-	kcm, err := StartKubeControllerManager(ctx, testLog{t}, KubeControllerManagerOptions{Kubeconfig: platform.Kubeconfig, Dir: filepath.Join(dir, "kcm")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = kcm.Stop() }()
-	k, err := StartKubelet(ctx, KubeletOptions{Platform: platform.Config, Dir: filepath.Join(dir, "kubelet"), RegistryCAs: cas, Log: testLog{t}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = k.Stop() }()
-	var cp *ClusterProvider
-	defer func() { _ = cp.Stop() }()
-	om, err := StartOpenMCPOperator(ctx, testLog{t}, OpenMCPOperatorOptions{
-		Platform: platform.Config, PlatformKubeconfig: platform.Kubeconfig, Config: SchedulerConfig, Dir: filepath.Join(dir, "openmcp"),
-		BeforeMCP: func(ctx context.Context) error {
-			cp, err = StartClusterProvider(ctx, ClusterProviderOptions{
-				Platform: platform.Config, Onboarding: TargetCluster{Name: "onboarding", Config: onboarding.Config}, Log: testLog{t},
-			})
-			return err
-		},
-	})
-	if err != nil {
-		t.Fatalf("%v (logs in %s)", err, dir)
-	}
-	defer func() { _ = om.Stop() }()
+	_, stopKubelet := startKubeletWithKCM(ctx, t, platform, dir, cas)
+	defer stopKubelet()
+	_, stopOpenMCP := startOpenMCPWithClusterProvider(ctx, t, platform, onboarding, filepath.Join(dir, "openmcp"))
+	defer stopOpenMCP()
 	pc, err := client.New(platform.Config, client.Options{Scheme: OpenMCPScheme})
 	if err != nil {
 		t.Fatal(err)

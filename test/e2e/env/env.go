@@ -138,8 +138,7 @@ type Env struct {
 	ProviderBinary           string
 	Timings                  []testenv.Timing
 	log                      io.Writer
-	mu                       sync.Mutex
-	kroControllers           map[string]*testenv.Process
+	kros                     kroControllers
 	stopBackend              func() error
 	stopOnce                 sync.Once
 	stopErr                  error
@@ -161,7 +160,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	}
 	e := &Env{
 		Backend: opts.Backend, Dir: dir, ProviderName: opts.ProviderName, PodNamespace: opts.PodNamespace,
-		log: opts.Log, kroControllers: map[string]*testenv.Process{},
+		log: opts.Log,
 	}
 	defer func() {
 		if err != nil {
@@ -226,13 +225,7 @@ func (o *Options) defaults() {
 }
 
 func (e *Env) step(name string, f func() error) error {
-	start := time.Now()
-	if err := f(); err != nil {
-		return fmt.Errorf("%s: %w", name, err)
-	}
-	e.Timings = append(e.Timings, testenv.Timing{Step: name, Duration: time.Since(start)})
-	fmt.Fprintf(e.log, "env: %s took %s\n", name, time.Since(start).Round(100*time.Millisecond))
-	return nil
+	return runStep(e.log, &e.Timings, name, f)
 }
 
 func (e *Env) startProcessBackend(ctx context.Context, opts Options) error {
@@ -240,30 +233,16 @@ func (e *Env) startProcessBackend(ctx context.Context, opts Options) error {
 	for _, cp := range opts.ControlPlanes {
 		names = append(names, cp.Name)
 	}
-	start := time.Now()
-	te, err := testenv.StartE2E(ctx, opts.Log, testenv.E2EOptions{
-		Dir:           filepath.Join(e.Dir, "env"),
-		OtherClusters: []testenv.ClusterOptions{{Name: "onboarding"}},
-		ControlPlanes: names,
-	})
+	pc, err := startProcessClusters(ctx, opts.Log, filepath.Join(e.Dir, "env"), names)
 	if err != nil {
 		return err
 	}
-	e.stopBackend = te.Stop
-	for _, t := range te.Timings {
-		e.Timings = append(e.Timings, testenv.Timing{Step: "env: " + t.Step, Duration: t.Duration})
-	}
-	e.Timings = append(e.Timings, testenv.Timing{Step: "clusters, registry, flux", Duration: time.Since(start)})
-	e.Platform = &Cluster{Name: "platform", Config: te.Platform.Config, Client: te.Platform.Client, Kubeconfig: te.Platform.Kubeconfig}
-	ob := te.Others[0]
-	e.Onboarding = &Cluster{Name: "onboarding", Config: ob.Config, Client: ob.Client, Kubeconfig: ob.Kubeconfig}
-	e.Registry, e.ChartURL = te.Registry, te.ChartURL
+	e.stopBackend = pc.stop
+	e.Timings = append(e.Timings, pc.timings...)
+	e.Platform, e.Onboarding = pc.platform, pc.onboarding
+	e.Registry, e.ChartURL = pc.registry, pc.chartURL
 	for i, ref := range opts.ControlPlanes {
-		kc := te.ControlPlanes[i]
-		e.ControlPlanes = append(e.ControlPlanes, &ControlPlane{
-			Cluster:   Cluster{Name: ref.Name, Config: kc.Config, Client: kc.Client, Kubeconfig: kc.Kubeconfig},
-			Namespace: ref.Namespace,
-		})
+		e.ControlPlanes = append(e.ControlPlanes, &ControlPlane{Cluster: *pc.controlPlanes[i], Namespace: ref.Namespace})
 	}
 	return nil
 }
@@ -281,19 +260,7 @@ func (e *Env) ControlPlane(name string) *ControlPlane {
 // BuildProvider builds the provider binary from this repository into .cache/e2e/ and
 // returns its path. Go's build cache makes a rebuild cheap.
 func BuildProvider(ctx context.Context, log io.Writer) (string, error) {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		return "", err
-	}
-	out := filepath.Join(root, ".cache", "e2e", "service-provider-kro")
-	start := time.Now()
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/service-provider-kro")
-	cmd.Dir = root
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/service-provider-kro: %w\n%s", err, b)
-	}
-	fmt.Fprintf(log, "env: built %s in %s\n", out, time.Since(start).Round(100*time.Millisecond))
-	return out, nil
+	return buildProvider(ctx, log, filepath.Join(".cache", "e2e", "service-provider-kro"))
 }
 
 // KubeconfigPath writes a cluster's kubeconfig into the environment's folder (once)
@@ -461,30 +428,7 @@ func (e *Env) StartKroController(ctx context.Context, cp *ControlPlane) error {
 	if e.Backend != BackendProcess {
 		return nil
 	}
-	e.mu.Lock()
-	_, running := e.kroControllers[cp.Name]
-	e.mu.Unlock()
-	if running {
-		return nil
-	}
-	if err := testenv.WaitForCRD(ctx, cp.Client, RGDCRD, time.Second); err != nil {
-		return fmt.Errorf("%s: %w", cp.Name, err)
-	}
-	p, err := testenv.StartKroController(ctx, e.log, testenv.KroControllerOptions{
-		Name:       "kro-controller-" + cp.Name,
-		Kubeconfig: cp.Kubeconfig,
-		Dir:        filepath.Join(e.Dir, "kro", cp.Name),
-	})
-	if err != nil {
-		return err
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.kroControllers == nil { // stopped meanwhile
-		return p.Stop()
-	}
-	e.kroControllers[cp.Name] = p
-	return nil
+	return e.kros.start(ctx, e.log, e.Dir, &cp.Cluster)
 }
 
 // Stop stops everything: the provider first, then kro's controllers, Flux, the registry
@@ -494,14 +438,7 @@ func (e *Env) Stop() error {
 		return nil
 	}
 	e.stopOnce.Do(func() {
-		errs := []error{e.Provider.Stop()}
-		e.mu.Lock()
-		kros := e.kroControllers
-		e.kroControllers = nil
-		e.mu.Unlock()
-		for _, p := range kros {
-			errs = append(errs, p.Stop())
-		}
+		errs := []error{e.Provider.Stop(), e.kros.stopAll()}
 		if e.stopBackend != nil {
 			errs = append(errs, e.stopBackend())
 		}

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -62,13 +60,12 @@ type OpenMCPEnv struct {
 	OpenMCP         *testenv.OpenMCP
 	Timings         []testenv.Timing
 
-	log            io.Writer
-	stopBackend    func() error
-	kcm            *testenv.Process
-	mu             sync.Mutex
-	kroControllers map[string]*testenv.Process
-	stopOnce       sync.Once
-	stopErr        error
+	log         io.Writer
+	stopBackend func() error
+	kcm         *testenv.Process
+	kros        kroControllers
+	stopOnce    sync.Once
+	stopErr     error
 }
 
 // StartOpenMCP builds what is missing and starts the environment. On error whatever was
@@ -87,8 +84,7 @@ func StartOpenMCP(ctx context.Context, opts OpenMCPOptions) (_ *OpenMCPEnv, err 
 	if err != nil {
 		return nil, err
 	}
-	e := &OpenMCPEnv{Dir: dir, log: opts.Log, PullSecretName: PullSecretName, Namespace: testenv.OpenMCPNamespace,
-		kroControllers: map[string]*testenv.Process{}}
+	e := &OpenMCPEnv{Dir: dir, log: opts.Log, PullSecretName: PullSecretName, Namespace: testenv.OpenMCPNamespace}
 	defer func() {
 		if err != nil {
 			_ = e.Stop()
@@ -107,27 +103,14 @@ func StartOpenMCP(ctx context.Context, opts OpenMCPOptions) (_ *OpenMCPEnv, err 
 	}); err != nil {
 		return nil, err
 	}
-	start := time.Now()
-	te, err := testenv.StartE2E(ctx, opts.Log, testenv.E2EOptions{
-		Dir:           filepath.Join(dir, "env"),
-		OtherClusters: []testenv.ClusterOptions{{Name: "onboarding"}},
-		ControlPlanes: opts.ControlPlanes,
-	})
+	pc, err := startProcessClusters(ctx, opts.Log, filepath.Join(dir, "env"), opts.ControlPlanes)
 	if err != nil {
 		return nil, err
 	}
-	e.stopBackend = te.Stop
-	for _, t := range te.Timings {
-		e.Timings = append(e.Timings, testenv.Timing{Step: "env: " + t.Step, Duration: t.Duration})
-	}
-	e.Timings = append(e.Timings, testenv.Timing{Step: "clusters, registry, flux", Duration: time.Since(start)})
-	e.Platform = &Cluster{Name: "platform", Config: te.Platform.Config, Client: te.Platform.Client, Kubeconfig: te.Platform.Kubeconfig}
-	ob := te.Others[0]
-	e.Onboarding = &Cluster{Name: "onboarding", Config: ob.Config, Client: ob.Client, Kubeconfig: ob.Kubeconfig}
-	for _, kc := range te.ControlPlanes {
-		e.ControlPlanes = append(e.ControlPlanes, &Cluster{Name: kc.Name, Config: kc.Config, Client: kc.Client, Kubeconfig: kc.Kubeconfig})
-	}
-	e.Registry, e.ChartURL = te.Registry, te.ChartURL
+	e.stopBackend = pc.stop
+	e.Timings = append(e.Timings, pc.timings...)
+	e.Platform, e.Onboarding, e.ControlPlanes = pc.platform, pc.onboarding, pc.controlPlanes
+	e.Registry, e.ChartURL = pc.registry, pc.chartURL
 
 	if err := e.step("push provider image", func() error {
 		e.Image = e.Registry.Host + "/service-provider-kro:" + opts.ImageTag
@@ -179,13 +162,7 @@ func StartOpenMCP(ctx context.Context, opts OpenMCPOptions) (_ *OpenMCPEnv, err 
 }
 
 func (e *OpenMCPEnv) step(name string, f func() error) error {
-	start := time.Now()
-	if err := f(); err != nil {
-		return fmt.Errorf("%s: %w", name, err)
-	}
-	e.Timings = append(e.Timings, testenv.Timing{Step: name, Duration: time.Since(start)})
-	fmt.Fprintf(e.log, "env: %s took %s\n", name, time.Since(start).Round(100*time.Millisecond))
-	return nil
+	return runStep(e.log, &e.Timings, name, f)
 }
 
 // ControlPlane returns the cluster of that name, or nil.
@@ -201,37 +178,12 @@ func (e *OpenMCPEnv) ControlPlane(name string) *Cluster {
 // StartKroController runs kro's controller against a ControlPlane once its chart has
 // installed kro's CRDs (it waits for them), as Env.StartKroController does.
 func (e *OpenMCPEnv) StartKroController(ctx context.Context, cp *Cluster) error {
-	e.mu.Lock()
-	_, running := e.kroControllers[cp.Name]
-	e.mu.Unlock()
-	if running {
-		return nil
-	}
-	if err := testenv.WaitForCRD(ctx, cp.Client, RGDCRD, time.Second); err != nil {
-		return fmt.Errorf("%s: %w", cp.Name, err)
-	}
-	p, err := testenv.StartKroController(ctx, e.log, testenv.KroControllerOptions{
-		Name: "kro-controller-" + cp.Name, Kubeconfig: cp.Kubeconfig, Dir: filepath.Join(e.Dir, "kro", cp.Name),
-	})
-	if err != nil {
-		return err
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.kroControllers == nil {
-		return p.Stop()
-	}
-	e.kroControllers[cp.Name] = p
-	return nil
+	return e.kros.start(ctx, e.log, e.Dir, cp)
 }
 
 // StopKroController stops kro's controller of a ControlPlane, if it runs.
 func (e *OpenMCPEnv) StopKroController(name string) error {
-	e.mu.Lock()
-	p := e.kroControllers[name]
-	delete(e.kroControllers, name)
-	e.mu.Unlock()
-	return p.Stop()
+	return e.kros.stop(name)
 }
 
 // Stop stops everything: the kubelet (and with it the provider's processes), openmcp,
@@ -242,15 +194,7 @@ func (e *OpenMCPEnv) Stop() error {
 		return nil
 	}
 	e.stopOnce.Do(func() {
-		errs := []error{e.Kubelet.Stop(), e.OpenMCP.Stop(), e.ClusterProvider.Stop()}
-		e.mu.Lock()
-		kros := e.kroControllers
-		e.kroControllers = nil
-		e.mu.Unlock()
-		for _, p := range kros {
-			errs = append(errs, p.Stop())
-		}
-		errs = append(errs, e.kcm.Stop())
+		errs := []error{e.Kubelet.Stop(), e.OpenMCP.Stop(), e.ClusterProvider.Stop(), e.kros.stopAll(), e.kcm.Stop()}
 		if e.stopBackend != nil {
 			errs = append(errs, e.stopBackend())
 		}
@@ -262,20 +206,8 @@ func (e *OpenMCPEnv) Stop() error {
 // BuildStaticProvider builds the provider as the image has it: a static binary
 // (CGO_ENABLED=0) for linux and this machine's architecture, into .cache/e2e/openmcp/.
 func BuildStaticProvider(ctx context.Context, log io.Writer) (string, error) {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		return "", err
-	}
-	out := filepath.Join(root, ".cache", "e2e", "openmcp", "linux-"+runtime.GOARCH, "service-provider-kro")
-	start := time.Now()
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/service-provider-kro")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/service-provider-kro: %w\n%s", err, b)
-	}
-	fmt.Fprintf(log, "env: built %s in %s\n", out, time.Since(start).Round(100*time.Millisecond))
-	return out, nil
+	return buildProvider(ctx, log, filepath.Join(".cache", "e2e", "openmcp", "linux-"+runtime.GOARCH, "service-provider-kro"),
+		"CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
 }
 
 // PushProviderImage builds the provider image (hack/image/ociimage's ProviderSpec) for
