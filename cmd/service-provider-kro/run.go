@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"time"
 
@@ -15,7 +14,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/openmcp-project/service-provider-kro/clusters"
@@ -191,13 +189,7 @@ func runManager(ctx context.Context, args []string, stderr io.Writer) error {
 func (o *runOptions) metricsOptions(platform *rest.Config) metricsserver.Options {
 	opts := metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: o.metricsSecure, CertDir: o.metricsCertDir}
 	if o.metricsSecure {
-		opts.FilterProvider = func(_ *rest.Config, _ *http.Client) (metricsserver.Filter, error) {
-			hc, err := rest.HTTPClientFor(platform)
-			if err != nil {
-				return nil, err
-			}
-			return filters.WithAuthenticationAndAuthorization(platform, hc)
-		}
+		opts.FilterProvider = platformAuthFilter(platform)
 	}
 	return opts
 }
