@@ -11,6 +11,7 @@ import (
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
 	openmcpconst "github.com/openmcp-project/openmcp-operator/api/constants"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -38,6 +39,9 @@ type ControlPlaneAccess struct {
 	// Client talks to the ControlPlane; reads of the provider's secrets in kro-system and
 	// of ResourceGraphDefinitions come from the ControlPlane's live cache.
 	Client client.Client
+	// Reader reads the ControlPlane without the cache, for what the provider did not
+	// create (the cache holds only the provider's own secrets).
+	Reader client.Reader
 	// Kubeconfig is the secret in the tenant namespace that Flux uses to reach the ControlPlane.
 	Kubeconfig SecretKey
 	// ResourceGraphDefinitions lists the ControlPlane's RGDs from its cache, sorted by
@@ -47,6 +51,18 @@ type ControlPlaneAccess struct {
 
 // errRGDsUnknown: the ControlPlane has not been checked for kro's CRD yet.
 var errRGDsUnknown = errors.New("the provider is still checking the ControlPlane for kro's CRD")
+
+// errRGDsNotSynced: kro's CRD exists but the provider's RGD watch has not synced yet,
+// which counts as unknown (errors.Is(err, errRGDsUnknown)).
+var errRGDsNotSynced error = rgdsNotSyncedError{}
+
+type rgdsNotSyncedError struct{}
+
+func (rgdsNotSyncedError) Error() string {
+	return "kro's CRD " + controlplane.RGDCRDName + " exists but the provider's watch of ResourceGraphDefinitions has not synced yet"
+}
+
+func (rgdsNotSyncedError) Is(target error) bool { return target == errRGDsUnknown }
 
 // ControlPlanes gives access to the tenants' ControlPlanes.
 type ControlPlanes interface {
@@ -189,11 +205,27 @@ func (c *engagedControlPlanes) Access(ctx context.Context, kro *v1alpha1.Kro) (*
 	}
 	return &ControlPlaneAccess{
 		Client:     cl.GetClient(),
+		Reader:     cl.GetAPIReader(),
 		Kubeconfig: SecretKey{Name: secret, Key: KubeconfigKey},
 		ResourceGraphDefinitions: func(ctx context.Context) ([]krov1alpha1.ResourceGraphDefinition, error) {
 			switch c.events.RGDWatch(name, cl) {
 			case controlplane.RGDNoCRD:
-				return nil, nil
+				// The watch of kro's CRD may lag behind, and the RGD informer syncs only
+				// after the CRD is there: a CRD that exists already means RGDs may exist
+				// that the cache does not show yet. Only a CRD that is absent (or going)
+				// means none.
+				crd := &metav1.PartialObjectMetadata{}
+				crd.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
+				err := cl.GetAPIReader().Get(ctx, client.ObjectKey{Name: controlplane.RGDCRDName}, crd)
+				switch {
+				case apierrors.IsNotFound(err):
+					return nil, nil
+				case err != nil:
+					return nil, fmt.Errorf("reading CRD %s: %w", controlplane.RGDCRDName, err)
+				case !crd.DeletionTimestamp.IsZero():
+					return nil, nil
+				}
+				return nil, errRGDsNotSynced
 			case controlplane.RGDWatching:
 				list := &krov1alpha1.ResourceGraphDefinitionList{}
 				if err := cl.GetClient().List(ctx, list); err != nil {

@@ -61,8 +61,16 @@ func (r *KroReconciler) reconcileChartPullSecret(ctx context.Context, s *scope) 
 
 	if name := s.version.ChartPullSecret; name != "" {
 		cp := newSecretCopy(s.kro, r.ProviderName, RoleChartPullSecret, s.sources[name], s.tenantNamespace, chartSecretCopyName(r.ProviderName, name))
-		if err := applySecret(ctx, r.Platform, cp); err != nil {
+		owned, err := copySecret(ctx, r.Platform, r.PlatformReader, cp)
+		if err != nil {
 			return proceed, fmt.Errorf("copying chart pull secret %q into %s: %w", name, s.tenantNamespace, err)
+		}
+		if !owned {
+			s.obs.set(ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonOwnershipConflict,
+				ownershipConflictMessage(s.kro, "the platform cluster", cp, fmt.Sprintf(
+					"use another chart pull secret name in ProviderConfig %q (chartPullSecret of version %s), or delete that secret if nobody needs it",
+					r.ProviderName, s.version.Version)))
+			return wait, nil
 		}
 		s.chartSecret = cp.Name
 		s.obs.managed = append(s.obs.managed, managedSecret(clusters.Platform, cp))
@@ -83,15 +91,27 @@ func (r *KroReconciler) reconcileImagePullSecrets(ctx context.Context, s *scope)
 			return proceed, err
 		}
 	}
+	var conflicts []string
 	for _, name := range s.imageSecrets {
 		cp := newSecretCopy(s.kro, r.ProviderName, RoleImagePullSecret, s.sources[name], KroNamespace, name)
-		if err := applySecret(ctx, c, cp); err != nil {
+		owned, err := copySecret(ctx, c, s.access.Reader, cp)
+		if err != nil {
 			return proceed, fmt.Errorf("copying image pull secret %q: %w", name, err)
+		}
+		if !owned {
+			conflicts = append(conflicts, ownershipConflictMessage(s.kro, "the ControlPlane", cp, fmt.Sprintf(
+				"rename the image pull secret in ProviderConfig %q (helmValues.imagePullSecrets of version %s), or delete that secret on the ControlPlane if nobody needs it",
+				r.ProviderName, s.version.Version)))
+			continue
 		}
 		s.obs.managed = append(s.obs.managed, managedSecret("controlplane", cp))
 	}
 	if err := r.removeImageSecretCopies(ctx, c, s.kro, s.imageSecrets); err != nil {
 		return proceed, err
+	}
+	if len(conflicts) > 0 {
+		s.obs.set(ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonOwnershipConflict, strings.Join(conflicts, "; "))
+		return wait, nil
 	}
 	s.obs.set(ConditionPullSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, pullSecretsMessage(s, true))
 	return proceed, nil
@@ -159,12 +179,21 @@ func (r *KroReconciler) copyLabels(kro *v1alpha1.Kro, role string) client.Matchi
 	return client.MatchingLabels(ownerLabels(kro, r.ProviderName, role))
 }
 
+// deleteSecrets deletes the provider's copies among secrets, except those keep names.
+// Only a secret that carries the provider's labels is deleted, and only the very object
+// that was listed (its UID is a precondition): a secret of the same name that someone
+// made since is left alone.
 func (r *KroReconciler) deleteSecrets(ctx context.Context, c client.Client, secrets []corev1.Secret, keep func(string) bool) error {
 	for i := range secrets {
-		if keep(secrets[i].Name) {
+		if keep(secrets[i].Name) || secrets[i].Labels[LabelManagedBy] != ManagedByValue || secrets[i].Labels[LabelProvider] != labelValue(r.ProviderName) {
 			continue
 		}
-		if err := c.Delete(ctx, &secrets[i]); client.IgnoreNotFound(err) != nil {
+		err := c.Delete(ctx, &secrets[i], client.Preconditions{UID: &secrets[i].UID})
+		if apierrors.IsConflict(err) {
+			// Replaced by another secret of the same name: not ours to delete.
+			continue
+		}
+		if client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("deleting secret copy %s/%s: %w", secrets[i].Namespace, secrets[i].Name, err)
 		}
 	}
@@ -220,14 +249,53 @@ func apply(ctx context.Context, c client.Client, obj client.Object) error {
 	return c.Patch(ctx, obj, client.Apply, clusters.FieldOwner, client.ForceOwnership)
 }
 
-// applySecret applies a secret copy unless the (cached) copy is already as desired, so
-// that a reconcile with nothing to change sends no request at all for it.
-func applySecret(ctx context.Context, c client.Client, desired *corev1.Secret) error {
+// copySecret writes a secret copy unless the (cached) copy is already as desired, so
+// that a reconcile with nothing to change sends no request at all for it. It never takes
+// over a secret of the same name that the provider did not create for this Kro: it
+// returns false for such a secret and leaves it as it is. A copy the cache does not hold
+// is created, not applied, so that a secret made in the meantime makes the creation
+// fail instead of being taken over; reader (uncached) then tells whose it is.
+func copySecret(ctx context.Context, c client.Client, reader client.Reader, desired *corev1.Secret) (bool, error) {
+	key := client.ObjectKeyFromObject(desired)
 	current := &corev1.Secret{}
-	if err := c.Get(ctx, client.ObjectKeyFromObject(desired), current); err == nil && secretUpToDate(current, desired) {
-		return nil
+	err := c.Get(ctx, key, current)
+	switch {
+	case err == nil:
+	case !apierrors.IsNotFound(err):
+		return false, fmt.Errorf("reading secret %s: %w", key, err)
+	default:
+		err := c.Create(ctx, desired.DeepCopy(), clusters.FieldOwner)
+		if !apierrors.IsAlreadyExists(err) {
+			return err == nil, err
+		}
+		if err := reader.Get(ctx, key, current); err != nil {
+			return false, fmt.Errorf("reading secret %s: %w", key, err)
+		}
 	}
-	return apply(ctx, c, desired)
+	if !ownedAs(current, desired) {
+		return false, nil
+	}
+	if secretUpToDate(current, desired) {
+		return true, nil
+	}
+	return true, apply(ctx, c, desired)
+}
+
+// ownedAs tells whether current carries the provider's ownership labels of desired, that
+// is, whether the provider created it for the same Kro and purpose.
+func ownedAs(current, desired client.Object) bool {
+	for _, k := range []string{LabelManagedBy, LabelProvider, LabelKroName, LabelKroNamespace, LabelRole} {
+		if current.GetLabels()[k] != desired.GetLabels()[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// ownershipConflictMessage says which object is in the provider's way and what to do.
+func ownershipConflictMessage(kro *v1alpha1.Kro, where string, obj client.Object, todo string) string {
+	return fmt.Sprintf("secret %s/%s on %s was not created by the provider for Kro %s/%s (it lacks the labels %s=%s and %s=%s), so the provider neither overwrites nor deletes it: %s",
+		obj.GetNamespace(), obj.GetName(), where, kro.Namespace, kro.Name, LabelManagedBy, ManagedByValue, LabelKroName, obj.GetLabels()[LabelKroName], todo)
 }
 
 // secretUpToDate tells whether current carries everything desired sets.

@@ -149,12 +149,14 @@ var readyReasons = map[string]bool{
 	v1alpha1.ReasonReconcileError:    true,
 	v1alpha1.ReasonAccessDenied:      true,
 	v1alpha1.ReasonUpgradeInProgress: true,
+	v1alpha1.ReasonOwnershipConflict: true,
 }
 
 // warningReasons are the reasons of a step's condition that make its event a Warning.
 var warningReasons = map[string]bool{
-	v1alpha1.ReasonReconcileError: true,
-	v1alpha1.ReasonAccessDenied:   true,
+	v1alpha1.ReasonReconcileError:    true,
+	v1alpha1.ReasonAccessDenied:      true,
+	v1alpha1.ReasonOwnershipConflict: true,
 }
 
 // kroEvent is a Kubernetes event to emit on the Kro.

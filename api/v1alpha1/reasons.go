@@ -12,4 +12,8 @@ const (
 	// ReasonOperationIgnored: the Kro is being deleted but carries
 	// openmcp.cloud/operation=ignore, so the deletion is paused.
 	ReasonOperationIgnored = "OperationIgnored"
+	// ReasonOwnershipConflict: an object the provider would write (a pull secret copy)
+	// already exists but was not created by the provider for this Kro. The provider
+	// neither takes it over nor deletes it; the message names it and what to do.
+	ReasonOwnershipConflict = "OwnershipConflict"
 )

@@ -9,7 +9,10 @@
 // demand:
 //   - ProviderConfigs: cluster-scoped; read through the cache only (no get).
 //   - Namespaces: the tenant namespace is read and, where openmcp has not made it yet,
-//     created. Nothing is ever updated or deleted.
+//     created. A namespace the provider created (it carries the provider's labels) is
+//     deleted with its Kro once empty; no other namespace is ever updated or deleted.
+//   - ConfigMaps and ServiceAccounts: listed (metadata only) in a tenant namespace the
+//     provider created, to tell whether it is empty before deleting it.
 //   - Secrets: list and watch everywhere, because the caches select the provider's own
 //     copies and the ControlPlanes' kubeconfig secrets by label, and RBAC cannot restrict
 //     by label; create, patch (server-side apply) and delete for the chart pull secret
@@ -30,7 +33,8 @@
 package platform
 
 // +kubebuilder:rbac:groups=kro.services.open-control-plane.io,resources=providerconfigs,verbs=list;watch
-// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;create
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;create;delete
+// +kubebuilder:rbac:groups="",resources=configmaps;serviceaccounts,verbs=list
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=clusters.openmcp.cloud,resources=accessrequests,verbs=list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=ocirepositories,verbs=list;watch;create;patch;delete
