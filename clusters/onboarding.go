@@ -67,7 +67,7 @@ func (r OnboardingRequest) Request(ctx context.Context, scheme *runtime.Scheme) 
 		WithInterval(r.Interval).WithTimeout(r.Timeout)
 	perms := []clustersv1alpha1.PermissionsRequest{{Rules: r.Rules}}
 	_, err := mgr.CreateAndWaitForCluster(ctx, r.LocalName, clustersv1alpha1.PURPOSE_ONBOARDING, scheme, perms)
-	name := clusteraccess.StableRequestNameFromLocalName(r.ProviderName, r.LocalName)
+	name := OnboardingRequestName(r.ProviderName, r.LocalName)
 	if err != nil {
 		return nil, r.explain(ctx, name, err)
 	}
@@ -85,6 +85,12 @@ func (r OnboardingRequest) Request(ctx context.Context, scheme *runtime.Scheme) 
 		return nil, fmt.Errorf("reading the onboarding access secret %s: %w", key, err)
 	}
 	return newOnboardingAccess(key, secret.Data[KubeconfigKey])
+}
+
+// OnboardingRequestName is the name openmcp's library gives the provider's onboarding
+// ClusterRequest and AccessRequest for a local name.
+func OnboardingRequestName(providerName, localName string) string {
+	return clusteraccess.StableRequestNameFromLocalName(providerName, localName)
 }
 
 // explain turns the library's error into what an operator can act on: which request

@@ -102,7 +102,7 @@ func TestUnderOpenMCP(t *testing.T) {
 		// openmcp rotates the onboarding token and revokes the old one: from now on every
 		// write of the provider on the onboarding cluster needs the new token.
 		openmcp.rotateOnboarding(g, clusters.OnboardingRunRequest, 2)
-		openmcp.revoke(g, e.onboarding, rbacProvider+"--"+clusters.OnboardingRunRequest, 1)
+		openmcp.revoke(g, e.onboarding, clusters.OnboardingRequestName(rbacProvider, clusters.OnboardingRunRequest), 1)
 		g.Eventually(e.logs.String, rbacTimeout, rbacInterval).Should(ContainSubstring("the onboarding token was rotated; using the new one"))
 		cpAccess = openmcp.grantControlPlane(g, tenant, e.controlPlane, 1)
 	}, func(g Gomega) {
@@ -145,7 +145,7 @@ type fakeOpenMCP struct {
 // (local name), grants both and returns the rules the AccessRequest asked for.
 func (f *fakeOpenMCP) grantOnboarding(g Gomega, localName string, serial int) []rbacv1.PolicyRule {
 	ctx := context.Background()
-	key := client.ObjectKey{Namespace: config.Namespace, Name: rbacProvider + "--" + localName}
+	key := client.ObjectKey{Namespace: config.Namespace, Name: clusters.OnboardingRequestName(rbacProvider, localName)}
 	cr := &clustersv1alpha1.ClusterRequest{}
 	g.Eventually(func() error { return f.platform.Get(ctx, key, cr) }, rbacTimeout, rbacInterval).Should(Succeed(), "ClusterRequest %s", key)
 	g.Expect(cr.Spec.Purpose).To(Equal(clustersv1alpha1.PURPOSE_ONBOARDING))
@@ -176,7 +176,7 @@ func (f *fakeOpenMCP) grantOnboarding(g Gomega, localName string, serial int) []
 // rotateOnboarding writes a token of a new ServiceAccount into the onboarding access
 // secret, as a cluster provider refreshes it before the old one expires.
 func (f *fakeOpenMCP) rotateOnboarding(g Gomega, localName string, serial int) {
-	name := rbacProvider + "--" + localName
+	name := clusters.OnboardingRequestName(rbacProvider, localName)
 	f.rotate(g, f.onboarding, client.ObjectKey{Namespace: config.Namespace, Name: name + "-access"}, name, serial)
 }
 

@@ -116,7 +116,7 @@ func (o *commonOptions) onboardingConfig(ctx context.Context, platform *rest.Con
 		Rules: rules, Interval: 2 * time.Second, Timeout: o.accessTimeout,
 	}
 	log.Info("requesting the onboarding cluster from openmcp", "environment", o.environment,
-		"accessRequest", o.podNamespace+"/"+o.providerName+"--"+localName, "timeout", o.accessTimeout)
+		"accessRequest", o.podNamespace+"/"+clusters.OnboardingRequestName(o.providerName, localName), "timeout", o.accessTimeout)
 	access, err := req.Request(ctx, clusters.Scheme)
 	if err != nil {
 		return nil, nil, err
