@@ -11,10 +11,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmcp-project/service-provider-kro/clusters"
+
+	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 )
 
 // AnnotationAppliedHash records a hash of what the provider last applied to a Flux object.
-const AnnotationAppliedHash = LabelPrefix + "applied-hash"
+const AnnotationAppliedHash = v1alpha1.LabelPrefix + "applied-hash"
 
 // applyUnlessCurrent applies desired with server-side apply unless the cached object
 // (read into current, of the same type) already holds it: the same applied hash, and no

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
 )
 
@@ -29,7 +30,7 @@ func TestPlatformCacheHoldsOnlyWhatTheProviderNeeds(t *testing.T) {
 	other := uniq("other")
 	g.Expect(platform.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: other}})).To(Succeed())
 	foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "foreign", Namespace: other}}
-	ours := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "ours", Namespace: other, Labels: map[string]string{LabelManagedBy: ManagedByValue}}}
+	ours := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "ours", Namespace: other, Labels: map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue}}}
 	source := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: uniq("source"), Namespace: podNamespace}}
 	for _, s := range []*corev1.Secret{foreign, ours, source} {
 		g.Expect(platform.Client.Create(ctx, s)).To(Succeed())

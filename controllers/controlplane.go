@@ -114,7 +114,7 @@ type AccessMode string
 
 const (
 	// AccessStandalone means: a secret in the tenant namespace labelled
-	// LabelControlPlaneKubeconfig=true holds the kubeconfig under KubeconfigKey.
+	// v1alpha1.LabelControlPlaneKubeconfig=true holds the kubeconfig under KubeconfigKey.
 	AccessStandalone AccessMode = "standalone"
 	// AccessOpenMCP means: the provider requests access with an openmcp AccessRequest and uses
 	// the secret openmcp names in its status once granted.
@@ -138,7 +138,7 @@ type engagedControlPlanes struct {
 // the labelled kubeconfig secrets (standalone) or the provider's AccessRequests (openmcp).
 func accessCache(platform cluster.Cluster, mode AccessMode, providerName string) (cache.Cache, error) {
 	byObject := map[client.Object]cache.ByObject{
-		&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{LabelControlPlaneKubeconfig: "true"})},
+		&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{v1alpha1.LabelControlPlaneKubeconfig: "true"})},
 	}
 	if mode == AccessOpenMCP {
 		byObject = map[client.Object]cache.ByObject{
@@ -267,7 +267,7 @@ func (c *engagedControlPlanes) kubeconfig(ctx context.Context, kro *v1alpha1.Kro
 	if len(list.Items) == 0 {
 		return "", nil, &NotAvailableError{Gone: true, Message: fmt.Sprintf(
 			"waiting for the ControlPlane's kubeconfig: a Secret in namespace %s on the platform cluster labelled %s=true with the key %q",
-			tenantNamespace, LabelControlPlaneKubeconfig, KubeconfigKey)}
+			tenantNamespace, v1alpha1.LabelControlPlaneKubeconfig, KubeconfigKey)}
 	}
 	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
 	secret := &list.Items[0]

@@ -27,7 +27,7 @@ import (
 // guarded. It never needs the version to be on offer.
 func (r *KroReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
 	s.obs.deleting = true
-	if !controllerutil.ContainsFinalizer(s.kro, Finalizer) {
+	if !controllerutil.ContainsFinalizer(s.kro, v1alpha1.Finalizer) {
 		s.finalized = true
 		return ctrl.Result{}, nil
 	}
@@ -59,7 +59,7 @@ func (r *KroReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Res
 		// the deletion brings the Kro back. The poll is only the safety net.
 		return ctrl.Result{RequeueAfter: s.pollInterval}, nil
 	}
-	s.obs.set(ConditionDeletionBlocked, metav1.ConditionFalse, v1alpha1.ReasonReconcileSuccess, "no ResourceGraphDefinitions block the deletion")
+	s.obs.set(v1alpha1.ConditionDeletionBlocked, metav1.ConditionFalse, v1alpha1.ReasonReconcileSuccess, "no ResourceGraphDefinitions block the deletion")
 
 	if err := r.Platform.Delete(ctx, hr); client.IgnoreNotFound(err) != nil {
 		return ctrl.Result{}, fmt.Errorf("deleting HelmRelease %s: %w", hrKey, err)
@@ -80,7 +80,7 @@ func (r *KroReconciler) abandonRelease(ctx context.Context, s *scope, hr *helmv2
 	if err := r.Platform.Patch(ctx, hr, client.MergeFrom(orig), clusters.FieldOwner); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("suspending HelmRelease %s/%s: %w", hr.Namespace, hr.Name, err)
 	}
-	r.Recorder.Eventf(s.kro, nil, corev1.EventTypeWarning, ReasonControlPlaneGone, "Delete",
+	r.Recorder.Eventf(s.kro, nil, corev1.EventTypeWarning, v1alpha1.ReasonControlPlaneGone, "Delete",
 		"the ControlPlane's access is gone (%s); HelmRelease %s/%s is suspended and deleted without uninstalling kro", na.Message, hr.Namespace, hr.Name)
 	return nil
 }
@@ -107,7 +107,7 @@ func (r *KroReconciler) uninstalling(ctx context.Context, s *scope, hr *helmv2.H
 			return err
 		}
 	}
-	s.obs.set(ConditionDeletionBlocked, metav1.ConditionFalse, v1alpha1.ReasonReconcileSuccess, msg)
+	s.obs.set(v1alpha1.ConditionDeletionBlocked, metav1.ConditionFalse, v1alpha1.ReasonReconcileSuccess, msg)
 	return nil
 }
 
@@ -122,7 +122,7 @@ func (r *KroReconciler) finishDeletion(ctx context.Context, s *scope) (ctrl.Resu
 	if err != nil || out == wait {
 		return ctrl.Result{}, err
 	}
-	s.obs.set(ConditionDeletionBlocked, metav1.ConditionFalse, v1alpha1.ReasonReconcileSuccess,
+	s.obs.set(v1alpha1.ConditionDeletionBlocked, metav1.ConditionFalse, v1alpha1.ReasonReconcileSuccess,
 		"kro is not installed on the ControlPlane (no HelmRelease is left): nothing blocks the deletion")
 	if err := r.removeLeftovers(ctx, s, access); err != nil {
 		return ctrl.Result{}, err
@@ -175,7 +175,7 @@ func (r *KroReconciler) guardDeletion(ctx context.Context, s *scope, hr *helmv2.
 		list, err := access.ResourceGraphDefinitions(ctx)
 		if errors.Is(err, errRGDsUnknown) {
 			msg := "cannot check the ControlPlane for ResourceGraphDefinitions yet: " + err.Error()
-			s.obs.set(ConditionDeletionBlocked, metav1.ConditionTrue, v1alpha1.ReasonReconciling, msg)
+			s.obs.set(v1alpha1.ConditionDeletionBlocked, metav1.ConditionTrue, v1alpha1.ReasonReconciling, msg)
 			s.obs.waitingFor = msg
 			return wait, nil
 		}
@@ -187,7 +187,7 @@ func (r *KroReconciler) guardDeletion(ctx context.Context, s *scope, hr *helmv2.
 		if len(rgds) > 0 {
 			msg := fmt.Sprintf("%d ResourceGraphDefinitions still exist on the ControlPlane: %s; delete them to let kro be removed",
 				len(rgds), listNames(rgds))
-			s.obs.set(ConditionDeletionBlocked, metav1.ConditionTrue, ReasonUserResourcesPresent, msg)
+			s.obs.set(v1alpha1.ConditionDeletionBlocked, metav1.ConditionTrue, v1alpha1.ReasonUserResourcesPresent, msg)
 			s.obs.waitingFor = msg
 			return wait, nil
 		}
@@ -197,7 +197,7 @@ func (r *KroReconciler) guardDeletion(ctx context.Context, s *scope, hr *helmv2.
 	default:
 		s.undecided = na.Connecting
 		msg := "cannot check the ControlPlane for ResourceGraphDefinitions: " + na.Message
-		s.obs.set(ConditionDeletionBlocked, metav1.ConditionTrue, v1alpha1.ReasonReconcileError, msg)
+		s.obs.set(v1alpha1.ConditionDeletionBlocked, metav1.ConditionTrue, v1alpha1.ReasonReconcileError, msg)
 		s.obs.waitingFor = msg
 		return wait, nil
 	}
@@ -283,7 +283,7 @@ func (r *KroReconciler) namespaceContents(ctx context.Context, namespace string)
 			return nil, fmt.Errorf("listing %ss in tenant namespace %s: %w", k.gvk.Kind, namespace, err)
 		}
 		for _, o := range list.Items {
-			ours := o.Labels[LabelManagedBy] == ManagedByValue && o.Labels[LabelProvider] == labelValue(r.ProviderName)
+			ours := o.Labels[v1alpha1.LabelManagedBy] == v1alpha1.ManagedByValue && o.Labels[v1alpha1.LabelProvider] == labelValue(r.ProviderName)
 			if o.Name == k.skip || ours && !o.DeletionTimestamp.IsZero() {
 				continue
 			}

@@ -48,10 +48,10 @@ func TestDeletionWhenNothingWasInstalled(t *testing.T) {
 	tenant := tenantNamespace(g, k)
 	g.Expect(client.IgnoreAlreadyExists(platform.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenant}}))).To(Succeed())
 	g.Expect(platform.Client.Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "controlplane-access", Namespace: tenant, Labels: map[string]string{LabelControlPlaneKubeconfig: "true"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "controlplane-access", Namespace: tenant, Labels: map[string]string{v1alpha1.LabelControlPlaneKubeconfig: "true"}},
 		Data:       map[string][]byte{KubeconfigKey: unreachableKubeconfig(g)},
 	})).To(Succeed())
-	eventuallyCondition(g, k, ConditionControlPlaneAccess, metav1.ConditionFalse, v1alpha1.ReasonReconciling, "does not answer")
+	eventuallyCondition(g, k, v1alpha1.ConditionControlPlaneAccessReady, metav1.ConditionFalse, v1alpha1.ReasonReconciling, "does not answer")
 	getOCIRepository(g, k)
 	chartCopy := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: providerName + "-" + chartSecret}}
 	g.Expect(platform.Client.Get(ctx, client.ObjectKeyFromObject(chartCopy), chartCopy)).To(Succeed())
@@ -125,7 +125,7 @@ func TestOpenMCPDeletionWithoutAccess(t *testing.T) {
 
 	// Denied from the start: reported as such, a Warning, and Ready says it too.
 	setPhase(denied, clustersv1alpha1.REQUEST_DENIED, "")
-	condOf(denied, ConditionControlPlaneAccess, metav1.ConditionFalse, v1alpha1.ReasonAccessDenied, "openmcp denied AccessRequest "+denied.tenant+"/"+denied.ar.Name)
+	condOf(denied, v1alpha1.ConditionControlPlaneAccessReady, metav1.ConditionFalse, v1alpha1.ReasonAccessDenied, "openmcp denied AccessRequest "+denied.tenant+"/"+denied.ar.Name)
 	fluxReadyOn(g, env.platform.Client, &sourcev1.OCIRepository{ObjectMeta: metav1.ObjectMeta{Namespace: denied.tenant, Name: providerName}},
 		metav1.ConditionTrue, "stored artifact")
 	condOf(denied, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonAccessDenied)
@@ -151,9 +151,9 @@ func TestOpenMCPDeletionWithoutAccess(t *testing.T) {
 	hr.Finalizers = append(hr.Finalizers, helmv2.HelmReleaseFinalizer)
 	g.Expect(env.platform.Client.Update(ctx, hr)).To(Succeed())
 	setPhase(revoked, clustersv1alpha1.REQUEST_DENIED, "")
-	condOf(revoked, ConditionControlPlaneAccess, metav1.ConditionFalse, v1alpha1.ReasonAccessDenied)
+	condOf(revoked, v1alpha1.ConditionControlPlaneAccessReady, metav1.ConditionFalse, v1alpha1.ReasonAccessDenied)
 
-	condOf(pending, ConditionControlPlaneAccess, metav1.ConditionFalse, v1alpha1.ReasonReconciling, "waiting for openmcp to grant")
+	condOf(pending, v1alpha1.ConditionControlPlaneAccessReady, metav1.ConditionFalse, v1alpha1.ReasonReconciling, "waiting for openmcp to grant")
 	for _, x := range []kroOf{pending, denied, revoked} {
 		g.Expect(env.onboarding.Client.Delete(ctx, x.kro)).To(Succeed())
 	}
@@ -217,14 +217,14 @@ func TestIgnoredDeletionIsReported(t *testing.T) {
 	annotation := constants.OperationAnnotation + "=" + constants.OperationAnnotationValueIgnore
 	k = eventuallyCondition(g, k, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonOperationIgnored, "deletion is paused", annotation, "remove the annotation")
 	g.Expect(k.Status.Phase).To(Equal(v1alpha1.PhaseTerminating))
-	g.Expect(condition(k, ConditionDeletionBlocked).Status).To(Equal(metav1.ConditionTrue))
-	g.Expect(condition(k, ConditionDeletionBlocked).Reason).To(Equal(v1alpha1.ReasonOperationIgnored))
+	g.Expect(condition(k, v1alpha1.ConditionDeletionBlocked).Status).To(Equal(metav1.ConditionTrue))
+	g.Expect(condition(k, v1alpha1.ConditionDeletionBlocked).Reason).To(Equal(v1alpha1.ReasonOperationIgnored))
 	eventuallyEvent(g, k, "Warning/"+v1alpha1.ReasonOperationIgnored, annotation)
 	// Still frozen, and that one status write is all.
 	g.Consistently(func(g Gomega) {
 		got := getKro(g, k)
 		g.Expect(got.ResourceVersion).To(Equal(k.ResourceVersion))
-		g.Expect(got.Finalizers).To(ContainElement(Finalizer))
+		g.Expect(got.Finalizers).To(ContainElement(v1alpha1.Finalizer))
 		g.Expect(getHelmRelease(g, k).DeletionTimestamp).To(BeNil())
 	}, 2*time.Second, 200*time.Millisecond).Should(Succeed())
 
@@ -258,7 +258,7 @@ func TestUpgradeReportedOnceInstalled(t *testing.T) {
 	g.Expect(hr.Generation).To(Equal(hrBefore.Generation))
 	g.Expect(hr.Status.History.Latest().ChartVersion).To(HavePrefix("0.9.3+"))
 
-	k = eventuallyCondition(g, k, ConditionHelmReleaseReady, metav1.ConditionFalse, v1alpha1.ReasonUpgradeInProgress, "upgrading kro from 0.9.3 to 0.9.4")
+	k = eventuallyCondition(g, k, v1alpha1.ConditionHelmReleaseReady, metav1.ConditionFalse, v1alpha1.ReasonUpgradeInProgress, "upgrading kro from 0.9.3 to 0.9.4")
 	eventuallyCondition(g, k, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonUpgradeInProgress, "upgrading kro from 0.9.3 to 0.9.4")
 	g.Consistently(func(g Gomega) {
 		got := getKro(g, k)
@@ -273,7 +273,7 @@ func TestUpgradeReportedOnceInstalled(t *testing.T) {
 
 	// A failed upgrade (rolled back) says which version still runs.
 	fluxReady(g, hr, metav1.ConditionFalse, "upgrade retries exhausted")
-	k = eventuallyCondition(g, k, ConditionHelmReleaseReady, metav1.ConditionFalse, v1alpha1.ReasonReconcileError,
+	k = eventuallyCondition(g, k, v1alpha1.ConditionHelmReleaseReady, metav1.ConditionFalse, v1alpha1.ReasonReconcileError,
 		"upgrading kro from 0.9.3 to 0.9.4 failed", "upgrade retries exhausted", "kro 0.9.3 still runs")
 	g.Expect(k.Status.ChartVersion).To(Equal("0.9.3"))
 
@@ -286,7 +286,7 @@ func TestUpgradeReportedOnceInstalled(t *testing.T) {
 	// Back to 0.9.3 is a downgrade, reported as such.
 	k.Spec.Version = v1
 	g.Expect(onboarding.Client.Update(ctx, k)).To(Succeed())
-	eventuallyCondition(g, k, ConditionHelmReleaseReady, metav1.ConditionFalse, v1alpha1.ReasonUpgradeInProgress, "downgrading kro from 0.9.4 to 0.9.3")
+	eventuallyCondition(g, k, v1alpha1.ConditionHelmReleaseReady, metav1.ConditionFalse, v1alpha1.ReasonUpgradeInProgress, "downgrading kro from 0.9.4 to 0.9.3")
 }
 
 func TestChartVersionsAsHelmControllerWritesThem(t *testing.T) {

@@ -24,7 +24,7 @@ func (r *KroReconciler) reconcileOCIRepository(ctx context.Context, s *scope) (o
 	}
 	status, message := fluxReadiness(repo.Generation, repo.Status.ObservedGeneration, repo.Status.Conditions)
 	s.obs.managed = append(s.obs.managed, managedFlux(sourcev1.GroupVersion.String(), sourcev1.OCIRepositoryKind, repo.Namespace, repo.Name, status, message))
-	fluxCondition(&s.obs, ConditionOCIRepositoryReady, "OCIRepository "+repo.Namespace+"/"+repo.Name, status, message)
+	fluxCondition(&s.obs, v1alpha1.ConditionOCIRepositoryReady, "OCIRepository "+repo.Namespace+"/"+repo.Name, status, message)
 	return proceed, nil
 }
 
@@ -33,14 +33,14 @@ func (r *KroReconciler) observeControlPlane(ctx context.Context, s *scope) (outc
 	access, err := r.ControlPlanes.Access(ctx, s.kro)
 	if na, ok := asNotAvailable(err); ok {
 		s.undecided = na.Connecting
-		s.obs.set(ConditionControlPlaneAccess, metav1.ConditionFalse, na.reason(), na.Message)
+		s.obs.set(v1alpha1.ConditionControlPlaneAccessReady, metav1.ConditionFalse, na.reason(), na.Message)
 		return wait, nil
 	}
 	if err != nil {
 		return proceed, err
 	}
 	s.access = access
-	s.obs.set(ConditionControlPlaneAccess, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess,
+	s.obs.set(v1alpha1.ConditionControlPlaneAccessReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess,
 		fmt.Sprintf("the ControlPlane is reached through the kubeconfig in secret %s/%s", s.tenantNamespace, access.Kubeconfig.Name))
 
 	rgds, err := access.ResourceGraphDefinitions(ctx)
@@ -48,10 +48,10 @@ func (r *KroReconciler) observeControlPlane(ctx context.Context, s *scope) (outc
 	case errors.Is(err, errRGDsUnknown):
 		// Right after an engagement (a restart, a rotation) the RGDs are not known yet:
 		// keep what was reported before rather than flip to Unknown and back.
-		if prev := meta.FindStatusCondition(s.kro.Status.Conditions, ConditionResourceGraphDefinitionsReady); prev != nil {
+		if prev := meta.FindStatusCondition(s.kro.Status.Conditions, v1alpha1.ConditionResourceGraphDefinitionsReady); prev != nil {
 			s.obs.set(prev.Type, prev.Status, prev.Reason, prev.Message)
 		} else {
-			s.obs.set(ConditionResourceGraphDefinitionsReady, metav1.ConditionUnknown, v1alpha1.ReasonReconciling, err.Error())
+			s.obs.set(v1alpha1.ConditionResourceGraphDefinitionsReady, metav1.ConditionUnknown, v1alpha1.ReasonReconciling, err.Error())
 		}
 	case err != nil:
 		return proceed, err
@@ -86,14 +86,14 @@ func installedCondition(obs *observation, what, wanted, installed string, status
 	switch {
 	case installed != "" && sameChart(installed, wanted):
 		obs.chartVersion = wanted
-		fluxCondition(obs, ConditionHelmReleaseReady, what, status, message)
+		fluxCondition(obs, v1alpha1.ConditionHelmReleaseReady, what, status, message)
 	case installed == "":
 		if status == metav1.ConditionTrue {
 			status, message = metav1.ConditionUnknown, "ready, but no deployed release in its history yet"
 		}
-		fluxCondition(obs, ConditionHelmReleaseReady, what, status, message)
+		fluxCondition(obs, v1alpha1.ConditionHelmReleaseReady, what, status, message)
 	case status == metav1.ConditionFalse:
-		obs.set(ConditionHelmReleaseReady, status, v1alpha1.ReasonReconcileError, fmt.Sprintf(
+		obs.set(v1alpha1.ConditionHelmReleaseReady, status, v1alpha1.ReasonReconcileError, fmt.Sprintf(
 			"%s kro from %s to %s failed: %s is not ready: %s; kro %s still runs",
 			changeVerb(installed, wanted), obs.chartVersion, wanted, what, message, obs.chartVersion))
 	default:
@@ -101,7 +101,7 @@ func installedCondition(obs *observation, what, wanted, installed string, status
 		if status == metav1.ConditionUnknown {
 			detail = what + ": " + message
 		}
-		obs.set(ConditionHelmReleaseReady, metav1.ConditionFalse, v1alpha1.ReasonUpgradeInProgress, fmt.Sprintf(
+		obs.set(v1alpha1.ConditionHelmReleaseReady, metav1.ConditionFalse, v1alpha1.ReasonUpgradeInProgress, fmt.Sprintf(
 			"%s kro from %s to %s: %s", changeVerb(installed, wanted), obs.chartVersion, wanted, detail))
 	}
 }

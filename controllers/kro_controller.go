@@ -124,12 +124,12 @@ func (r *KroReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl
 		return ctrl.Result{}, err
 	}
 	steps := []step{
-		{ConditionVersionResolved, "resolving the version", r.resolveVersion},
-		{ConditionPullSecretsReady, "preparing the chart pull secret", r.reconcileChartPullSecret},
-		{ConditionOCIRepositoryReady, "applying the OCIRepository", r.reconcileOCIRepository},
-		{ConditionControlPlaneAccess, "reaching the ControlPlane", r.observeControlPlane},
-		{ConditionPullSecretsReady, "copying image pull secrets to the ControlPlane", r.reconcileImagePullSecrets},
-		{ConditionHelmReleaseReady, "applying the HelmRelease", r.reconcileHelmRelease},
+		{v1alpha1.ConditionVersionResolved, "resolving the version", r.resolveVersion},
+		{v1alpha1.ConditionPullSecretsReady, "preparing the chart pull secret", r.reconcileChartPullSecret},
+		{v1alpha1.ConditionOCIRepositoryReady, "applying the OCIRepository", r.reconcileOCIRepository},
+		{v1alpha1.ConditionControlPlaneAccessReady, "reaching the ControlPlane", r.observeControlPlane},
+		{v1alpha1.ConditionPullSecretsReady, "copying image pull secrets to the ControlPlane", r.reconcileImagePullSecrets},
+		{v1alpha1.ConditionHelmReleaseReady, "applying the HelmRelease", r.reconcileHelmRelease},
 	}
 	for _, st := range steps {
 		out, err := st.run(ctx, s)
@@ -175,7 +175,7 @@ func (r *KroReconciler) writeStatus(ctx context.Context, s *scope, before *v1alp
 
 func (r *KroReconciler) addFinalizer(ctx context.Context, kro *v1alpha1.Kro, w *writeTracker) error {
 	orig := kro.DeepCopy()
-	if !controllerutil.AddFinalizer(kro, Finalizer) {
+	if !controllerutil.AddFinalizer(kro, v1alpha1.Finalizer) {
 		return nil
 	}
 	w.before(kro)
@@ -184,7 +184,7 @@ func (r *KroReconciler) addFinalizer(ctx context.Context, kro *v1alpha1.Kro, w *
 
 func (r *KroReconciler) removeFinalizer(ctx context.Context, kro *v1alpha1.Kro, w *writeTracker) error {
 	orig := kro.DeepCopy()
-	if !controllerutil.RemoveFinalizer(kro, Finalizer) {
+	if !controllerutil.RemoveFinalizer(kro, v1alpha1.Finalizer) {
 		return nil
 	}
 	w.before(kro)
@@ -222,14 +222,14 @@ func jsonPointerEscape(token string) string {
 // once; nothing else of the Kro is touched. A Kro that is not being deleted is left
 // entirely alone.
 func (r *KroReconciler) reportIgnoredDeletion(ctx context.Context, kro *v1alpha1.Kro) error {
-	if kro.DeletionTimestamp.IsZero() || !controllerutil.ContainsFinalizer(kro, Finalizer) {
+	if kro.DeletionTimestamp.IsZero() || !controllerutil.ContainsFinalizer(kro, v1alpha1.Finalizer) {
 		return nil
 	}
 	msg := fmt.Sprintf("the deletion is paused by the annotation %s=%s: kro and the provider's objects stay in place; remove the annotation to let the deletion continue",
 		constants.OperationAnnotation, constants.OperationAnnotationValueIgnore)
 	conds := []metav1.Condition{
 		{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonOperationIgnored, Message: msg, ObservedGeneration: kro.Generation},
-		{Type: ConditionDeletionBlocked, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonOperationIgnored, Message: msg, ObservedGeneration: kro.Generation},
+		{Type: v1alpha1.ConditionDeletionBlocked, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonOperationIgnored, Message: msg, ObservedGeneration: kro.Generation},
 	}
 	prevReady := meta.FindStatusCondition(kro.Status.Conditions, v1alpha1.ConditionReady)
 	paused := prevReady != nil && prevReady.Reason == v1alpha1.ReasonOperationIgnored

@@ -37,29 +37,29 @@ func TestHappyPathToReady(t *testing.T) {
 
 	k := newKro(g, ns, "cp-1", version)
 	// Without access to the ControlPlane, the Kro says what it waits for.
-	eventuallyCondition(g, k, ConditionControlPlaneAccess, metav1.ConditionFalse, v1alpha1.ReasonReconciling, "kubeconfig", LabelControlPlaneKubeconfig)
+	eventuallyCondition(g, k, v1alpha1.ConditionControlPlaneAccessReady, metav1.ConditionFalse, v1alpha1.ReasonReconciling, "kubeconfig", v1alpha1.LabelControlPlaneKubeconfig)
 	g.Expect(getKro(g, k).Status.Phase).To(Equal(v1alpha1.PhaseProgressing))
 
 	tenant := tenantNamespace(g, k)
 	// The tenant namespace did not exist: the provider created it, labelled as its own.
 	tenantNS := &corev1.Namespace{}
 	g.Expect(platform.Client.Get(ctx, client.ObjectKey{Name: tenant}, tenantNS)).To(Succeed())
-	g.Expect(tenantNS.Labels).To(HaveKeyWithValue(LabelManagedBy, ManagedByValue))
+	g.Expect(tenantNS.Labels).To(HaveKeyWithValue(v1alpha1.LabelManagedBy, v1alpha1.ManagedByValue))
 	repo := getOCIRepository(g, k)
 	g.Expect(repo.Spec.URL).To(Equal("oci://registry.example.com/charts/kro"))
 	g.Expect(repo.Spec.Reference).To(Equal(&sourcev1.OCIRepositoryRef{Tag: "0.9.3"}))
 	g.Expect(repo.Spec.SecretRef).NotTo(BeNil())
 	g.Expect(repo.Spec.SecretRef.Name).To(Equal(providerName + "-" + chartSecret))
 	g.Expect(repo.Spec.Interval.Duration).To(Equal(suitePollInterval))
-	g.Expect(repo.Labels).To(HaveKeyWithValue(LabelKroName, "cp-1"))
-	g.Expect(repo.Labels).To(HaveKeyWithValue(LabelKroNamespace, ns))
-	g.Expect(repo.Labels).To(HaveKeyWithValue(LabelManagedBy, ManagedByValue))
+	g.Expect(repo.Labels).To(HaveKeyWithValue(v1alpha1.LabelKroName, "cp-1"))
+	g.Expect(repo.Labels).To(HaveKeyWithValue(v1alpha1.LabelKroNamespace, ns))
+	g.Expect(repo.Labels).To(HaveKeyWithValue(v1alpha1.LabelManagedBy, v1alpha1.ManagedByValue))
 
 	copied := &corev1.Secret{}
 	g.Expect(platform.Client.Get(ctx, client.ObjectKey{Namespace: tenant, Name: providerName + "-" + chartSecret}, copied)).To(Succeed())
 	g.Expect(copied.Type).To(Equal(corev1.SecretTypeDockerConfigJson))
 	g.Expect(string(copied.Data[corev1.DockerConfigJsonKey])).To(ContainSubstring("Y2hhcnQ="))
-	g.Expect(copied.Labels).To(HaveKeyWithValue(LabelRole, RoleChartPullSecret))
+	g.Expect(copied.Labels).To(HaveKeyWithValue(v1alpha1.LabelRole, v1alpha1.RoleChartPullSecret))
 
 	grantAccess(g, k, controlPlane)
 	g.Eventually(func(g Gomega) { getHelmRelease(g, k) }, timeout, interval).Should(Succeed())
@@ -86,22 +86,22 @@ func TestHappyPathToReady(t *testing.T) {
 		return controlPlane.Client.Get(ctx, client.ObjectKey{Namespace: KroNamespace, Name: imageSecret}, imageCopy)
 	}, timeout, interval).Should(Succeed())
 	g.Expect(string(imageCopy.Data[corev1.DockerConfigJsonKey])).To(ContainSubstring("aW1hZ2U="))
-	g.Expect(imageCopy.Labels).To(HaveKeyWithValue(LabelManagedBy, ManagedByValue))
+	g.Expect(imageCopy.Labels).To(HaveKeyWithValue(v1alpha1.LabelManagedBy, v1alpha1.ManagedByValue))
 
 	// Flux has not reported yet: Progressing, waiting for the HelmRelease.
-	k = eventuallyCondition(g, k, ConditionHelmReleaseReady, metav1.ConditionUnknown, v1alpha1.ReasonReconciling, "waiting for Flux")
+	k = eventuallyCondition(g, k, v1alpha1.ConditionHelmReleaseReady, metav1.ConditionUnknown, v1alpha1.ReasonReconciling, "waiting for Flux")
 	g.Expect(k.Status.Phase).To(Equal(v1alpha1.PhaseProgressing))
 
 	// The OCIRepository alone does not make the Kro Ready.
 	fluxReady(g, repo, metav1.ConditionTrue, "stored artifact")
-	k = eventuallyCondition(g, k, ConditionOCIRepositoryReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess)
+	k = eventuallyCondition(g, k, v1alpha1.ConditionOCIRepositoryReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess)
 	g.Expect(condition(k, v1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionFalse))
 
 	// A failing release shows through, within a second and without polling.
 	fluxReady(g, hr, metav1.ConditionFalse, "install retries exhausted")
 	g.Eventually(func(g Gomega) {
 		k := getKro(g, k)
-		g.Expect(condition(k, ConditionHelmReleaseReady).Message).To(ContainSubstring("install retries exhausted"))
+		g.Expect(condition(k, v1alpha1.ConditionHelmReleaseReady).Message).To(ContainSubstring("install retries exhausted"))
 	}, 2*time.Second, 50*time.Millisecond).Should(Succeed())
 
 	start := time.Now()
@@ -111,8 +111,8 @@ func TestHappyPathToReady(t *testing.T) {
 	g.Expect(k.Status.Phase).To(Equal(v1alpha1.PhaseReady))
 	g.Expect(k.Status.ObservedGeneration).To(Equal(k.Generation))
 	g.Expect(k.Status.ChartVersion).To(Equal("0.9.3"))
-	g.Expect(k.Finalizers).To(ContainElement(Finalizer))
-	for _, typ := range []string{ConditionVersionResolved, ConditionPullSecretsReady, ConditionOCIRepositoryReady, ConditionControlPlaneAccess, ConditionHelmReleaseReady} {
+	g.Expect(k.Finalizers).To(ContainElement(v1alpha1.Finalizer))
+	for _, typ := range []string{v1alpha1.ConditionVersionResolved, v1alpha1.ConditionPullSecretsReady, v1alpha1.ConditionOCIRepositoryReady, v1alpha1.ConditionControlPlaneAccessReady, v1alpha1.ConditionHelmReleaseReady} {
 		g.Expect(condition(k, typ)).NotTo(BeNil(), typ)
 		g.Expect(condition(k, typ).Status).To(Equal(metav1.ConditionTrue), typ)
 	}
@@ -124,8 +124,8 @@ func TestHappyPathToReady(t *testing.T) {
 	))
 
 	// Events on transitions, with the condition reasons.
-	eventuallyEvent(g, k, "Normal/"+v1alpha1.ReasonReconciling, ConditionControlPlaneAccess)
-	eventuallyEvent(g, k, "Warning/"+v1alpha1.ReasonReconcileError, ConditionHelmReleaseReady, "install retries exhausted")
+	eventuallyEvent(g, k, "Normal/"+v1alpha1.ReasonReconciling, v1alpha1.ConditionControlPlaneAccessReady)
+	eventuallyEvent(g, k, "Warning/"+v1alpha1.ReasonReconcileError, v1alpha1.ConditionHelmReleaseReady, "install retries exhausted")
 	eventuallyEvent(g, k, "Normal/"+v1alpha1.ReasonReconcileSuccess)
 	// No secret material anywhere in the status or the events.
 	statusJSON, err := json.Marshal(k.Status)
@@ -207,10 +207,10 @@ func TestUnknownVersionFixedByProviderConfig(t *testing.T) {
 	k = eventuallyCondition(g, k, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonReconcileError,
 		`version "`+version+`" is not offered`, baseVersion)
 	g.Expect(k.Status.Phase).To(Equal(v1alpha1.PhaseProgressing))
-	g.Expect(condition(k, ConditionVersionResolved).Reason).To(Equal(v1alpha1.ReasonReconcileError))
+	g.Expect(condition(k, v1alpha1.ConditionVersionResolved).Reason).To(Equal(v1alpha1.ReasonReconcileError))
 	eventuallyEvent(g, k, "Warning/"+v1alpha1.ReasonReconcileError, "not offered")
 	// Nothing else progresses.
-	g.Expect(condition(k, ConditionOCIRepositoryReady)).To(BeNil())
+	g.Expect(condition(k, v1alpha1.ConditionOCIRepositoryReady)).To(BeNil())
 	g.Consistently(func(g Gomega) {
 		repos := &sourcev1.OCIRepositoryList{}
 		g.Expect(platform.Client.List(context.Background(), repos, client.InNamespace(tenantNamespace(g, k)))).To(Succeed())
@@ -228,7 +228,7 @@ func TestUnknownVersionFixedByProviderConfig(t *testing.T) {
 
 	// Offering the version fixes it at once, by watch.
 	offerVersion(g, v1alpha1.KroVersion{Version: version, ChartVersion: "1.2.3"})
-	eventuallyCondition(g, k, ConditionVersionResolved, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, "1.2.3")
+	eventuallyCondition(g, k, v1alpha1.ConditionVersionResolved, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, "1.2.3")
 	g.Eventually(func(g Gomega) {
 		g.Expect(getOCIRepository(g, k).Spec.Reference.Tag).To(Equal("1.2.3"))
 	}, timeout, interval).Should(Succeed())
@@ -237,7 +237,7 @@ func TestUnknownVersionFixedByProviderConfig(t *testing.T) {
 	k = getKro(g, k)
 	k.Spec.Version = "v-nope"
 	g.Expect(onboarding.Client.Update(context.Background(), k)).To(Succeed())
-	eventuallyCondition(g, k, ConditionVersionResolved, metav1.ConditionFalse, v1alpha1.ReasonReconcileError, `"v-nope"`, version)
+	eventuallyCondition(g, k, v1alpha1.ConditionVersionResolved, metav1.ConditionFalse, v1alpha1.ReasonReconcileError, `"v-nope"`, version)
 }
 
 func TestSwitchingVersions(t *testing.T) {
@@ -268,7 +268,7 @@ func TestSwitchingVersions(t *testing.T) {
 	eventuallyGone(g, controlPlane.Client, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: KroNamespace, Name: imageX}})
 	g.Expect(controlPlane.Client.Get(ctx, client.ObjectKey{Namespace: KroNamespace, Name: imageY}, &corev1.Secret{})).To(Succeed())
 	g.Expect(platform.Client.Get(ctx, client.ObjectKey{Namespace: tenant, Name: providerName + "-" + chartB}, &corev1.Secret{})).To(Succeed())
-	k = eventuallyCondition(g, k, ConditionVersionResolved, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, v2)
+	k = eventuallyCondition(g, k, v1alpha1.ConditionVersionResolved, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, v2)
 	// The new generation is not Ready until Flux has reconciled it.
 	g.Expect(condition(k, v1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionFalse))
 
@@ -326,15 +326,15 @@ func TestMissingAndWrongTypedSecrets(t *testing.T) {
 	offerVersion(g, v1alpha1.KroVersion{Version: version, ChartVersion: "0.9.3", ChartPullSecret: chartSecret, HelmValues: helmValues(imageSecret)})
 	k := newKro(g, ns, "secrets", version)
 
-	k = eventuallyCondition(g, k, ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonReconcileError,
+	k = eventuallyCondition(g, k, v1alpha1.ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonReconcileError,
 		`secret "`+chartSecret+`"`, "not found in namespace "+podNamespace, `secret "`+imageSecret+`"`)
 	g.Expect(condition(k, v1alpha1.ConditionReady).Reason).To(Equal(v1alpha1.ReasonReconcileError))
 	eventuallyEvent(g, k, "Warning/"+v1alpha1.ReasonReconcileError, chartSecret, "not found")
-	g.Expect(condition(k, ConditionOCIRepositoryReady)).To(BeNil())
+	g.Expect(condition(k, v1alpha1.ConditionOCIRepositoryReady)).To(BeNil())
 
 	// Wrong type: named, with what is wrong. The watch on source secrets brings it back.
 	sourceSecret(g, chartSecret, corev1.SecretTypeOpaque, "x")
-	eventuallyCondition(g, k, ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonReconcileError,
+	eventuallyCondition(g, k, v1alpha1.ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonReconcileError,
 		chartSecret, `has type "Opaque", expected kubernetes.io/dockerconfigjson`)
 	eventuallyEvent(g, k, "Warning/"+v1alpha1.ReasonReconcileError, "Opaque")
 
@@ -342,7 +342,7 @@ func TestMissingAndWrongTypedSecrets(t *testing.T) {
 	sourceSecret(g, chartSecret, corev1.SecretTypeDockerConfigJson, "x")
 	sourceSecret(g, imageSecret, corev1.SecretTypeDockerConfigJson, "y")
 	grantAccess(g, k, controlPlane)
-	eventuallyCondition(g, k, ConditionPullSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, imageSecret, "copied to kro-system")
+	eventuallyCondition(g, k, v1alpha1.ConditionPullSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, imageSecret, "copied to kro-system")
 }
 
 func TestDeletionBlockedByResourceGraphDefinitions(t *testing.T) {
@@ -367,11 +367,11 @@ func TestDeletionBlockedByResourceGraphDefinitions(t *testing.T) {
 	g.Expect(platform.Client.Update(ctx, hr)).To(Succeed())
 
 	deleteKro(g, k)
-	k = eventuallyCondition(g, k, ConditionDeletionBlocked, metav1.ConditionTrue, ReasonUserResourcesPresent,
+	k = eventuallyCondition(g, k, v1alpha1.ConditionDeletionBlocked, metav1.ConditionTrue, v1alpha1.ReasonUserResourcesPresent,
 		"12 ResourceGraphDefinitions", "and 2 more")
 	g.Expect(k.Status.Phase).To(Equal(v1alpha1.PhaseTerminating))
 	g.Expect(condition(k, v1alpha1.ConditionReady).Reason).To(Equal(v1alpha1.ReasonTerminating))
-	eventuallyEvent(g, k, "Warning/"+ReasonUserResourcesPresent, "12 ResourceGraphDefinitions")
+	eventuallyEvent(g, k, "Warning/"+v1alpha1.ReasonUserResourcesPresent, "12 ResourceGraphDefinitions")
 	// Nothing is removed while tenants' RGDs exist.
 	g.Consistently(func(g Gomega) {
 		g.Expect(getHelmRelease(g, k).DeletionTimestamp).To(BeNil())
@@ -384,7 +384,7 @@ func TestDeletionBlockedByResourceGraphDefinitions(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		g.Expect(getHelmRelease(g, k).DeletionTimestamp).NotTo(BeNil())
 	}, timeout, interval).Should(Succeed())
-	k = eventuallyCondition(g, k, ConditionDeletionBlocked, metav1.ConditionFalse, v1alpha1.ReasonReconcileSuccess)
+	k = eventuallyCondition(g, k, v1alpha1.ConditionDeletionBlocked, metav1.ConditionFalse, v1alpha1.ReasonReconcileSuccess)
 	g.Expect(condition(k, v1alpha1.ConditionReady).Message).To(ContainSubstring("waiting for Flux to uninstall"))
 	g.Consistently(func(g Gomega) { getOCIRepository(g, k) }, time.Second, 200*time.Millisecond).Should(Succeed())
 
@@ -409,7 +409,7 @@ func TestDeletionAfterVersionWithdrawn(t *testing.T) {
 	tenant := tenantNamespace(g, k)
 
 	withdrawVersion(g, version)
-	eventuallyCondition(g, k, ConditionVersionResolved, metav1.ConditionFalse, v1alpha1.ReasonReconcileError, "not offered")
+	eventuallyCondition(g, k, v1alpha1.ConditionVersionResolved, metav1.ConditionFalse, v1alpha1.ReasonReconcileError, "not offered")
 	deleteKro(g, k)
 	eventuallyGone(g, onboarding.Client, k)
 	eventuallyGone(g, platform.Client, &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: providerName}})
@@ -437,7 +437,7 @@ func TestAccessSecretGoneDuringDeletion(t *testing.T) {
 		g.Expect(hr.Spec.Suspend).To(BeTrue())
 		g.Expect(hr.DeletionTimestamp).NotTo(BeNil())
 	}, timeout, interval).Should(Succeed())
-	eventuallyEvent(g, k, "Warning/"+ReasonControlPlaneGone, "suspended")
+	eventuallyEvent(g, k, "Warning/"+v1alpha1.ReasonControlPlaneGone, "suspended")
 
 	// Flux skips the uninstall of a suspended release and lets it go.
 	hr = getHelmRelease(g, k)
@@ -479,7 +479,7 @@ func TestOperationAnnotations(t *testing.T) {
 	k = getKro(g, k)
 	k.Annotations[constants.OperationAnnotation] = constants.OperationAnnotationValueReconcile
 	g.Expect(onboarding.Client.Update(ctx, k)).To(Succeed())
-	eventuallyCondition(g, k, ConditionVersionResolved, metav1.ConditionFalse, v1alpha1.ReasonReconcileError, "v-not-offered")
+	eventuallyCondition(g, k, v1alpha1.ConditionVersionResolved, metav1.ConditionFalse, v1alpha1.ReasonReconcileError, "v-not-offered")
 	g.Eventually(func(g Gomega) {
 		got := getKro(g, k)
 		g.Expect(got.Annotations).NotTo(HaveKey(constants.OperationAnnotation))
@@ -506,8 +506,8 @@ func TestLongNames(t *testing.T) {
 	repo := getOCIRepository(g, k)
 	g.Expect(validation.IsDNS1123Subdomain(repo.Spec.SecretRef.Name)).To(BeEmpty())
 	g.Expect(repo.Spec.SecretRef.Name).To(HavePrefix(providerName + "-"))
-	g.Expect(repo.Labels).To(HaveKeyWithValue(LabelKroName, name))
-	g.Expect(repo.Labels).To(HaveKeyWithValue(LabelKroNamespace, longNS))
+	g.Expect(repo.Labels).To(HaveKeyWithValue(v1alpha1.LabelKroName, name))
+	g.Expect(repo.Labels).To(HaveKeyWithValue(v1alpha1.LabelKroNamespace, longNS))
 	g.Expect(platform.Client.Get(ctx, client.ObjectKey{Namespace: tenant, Name: repo.Spec.SecretRef.Name}, &corev1.Secret{})).To(Succeed())
 
 	deleteKro(g, k)
@@ -546,7 +546,7 @@ func TestProviderConfigMissing(t *testing.T) {
 	g.Expect(k.Status.Phase).To(Equal(v1alpha1.PhaseProgressing))
 
 	restore()
-	eventuallyCondition(g, k, ConditionVersionResolved, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess)
+	eventuallyCondition(g, k, v1alpha1.ConditionVersionResolved, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess)
 }
 
 func TestSourceSecretMapsToExactlyItsKros(t *testing.T) {

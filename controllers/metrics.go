@@ -70,7 +70,7 @@ func (c kroCollector) Collect(ch chan<- prometheus.Metric) {
 	for i := range list.Items {
 		st := &list.Items[i].Status
 		phases[st.Phase]++
-		if meta.IsStatusConditionTrue(st.Conditions, ConditionDeletionBlocked) {
+		if meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionDeletionBlocked) {
 			blocked++
 		}
 		if r := st.ResourceGraphDefinitions; r != nil {

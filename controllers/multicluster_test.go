@@ -62,7 +62,7 @@ func TestLastRGDDeletedReleasesTheDeletionByWatch(t *testing.T) {
 	rgd := newRGD(g, controlPlane.Client, uniq("last"))
 
 	deleteKro(g, k)
-	eventuallyCondition(g, k, ConditionDeletionBlocked, metav1.ConditionTrue, ReasonUserResourcesPresent, "1 ResourceGraphDefinitions", rgd.GetName())
+	eventuallyCondition(g, k, v1alpha1.ConditionDeletionBlocked, metav1.ConditionTrue, v1alpha1.ReasonUserResourcesPresent, "1 ResourceGraphDefinitions", rgd.GetName())
 
 	deleted := time.Now()
 	g.Expect(controlPlane.Client.Delete(ctx, rgd)).To(Succeed())
@@ -110,7 +110,7 @@ func TestRGDReadinessInTheKroStatus(t *testing.T) {
 	ns := newNamespace(t, g)
 	k := readyKro(t, g, ns, "tenant-view", baseVersion)
 	g.Eventually(func(g Gomega) { g.Expect(rgdSummary(g, k).Total).To(BeZero()) }, timeout, interval).Should(Succeed())
-	k = eventuallyCondition(g, k, ConditionResourceGraphDefinitionsReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, "0 ResourceGraphDefinitions")
+	k = eventuallyCondition(g, k, v1alpha1.ConditionResourceGraphDefinitionsReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, "0 ResourceGraphDefinitions")
 
 	good, bad := newRGD(g, controlPlane.Client, uniq("good")), newRGD(g, controlPlane.Client, uniq("bad"))
 	t.Cleanup(func() {
@@ -120,7 +120,7 @@ func TestRGDReadinessInTheKroStatus(t *testing.T) {
 	setRGDReady(g, controlPlane.Client, good.GetName(), metav1.ConditionTrue, "Ready", "")
 	setRGDReady(g, controlPlane.Client, bad.GetName(), metav1.ConditionFalse, "InvalidResourceGraph", "resource web: unknown field spec.replica")
 
-	k = eventuallyCondition(g, k, ConditionResourceGraphDefinitionsReady, metav1.ConditionFalse, ReasonResourceGraphDefinitionsNotReady,
+	k = eventuallyCondition(g, k, v1alpha1.ConditionResourceGraphDefinitionsReady, metav1.ConditionFalse, v1alpha1.ReasonResourceGraphDefinitionsNotReady,
 		"1 of 2 ResourceGraphDefinitions", bad.GetName()+" (InvalidResourceGraph)")
 	g.Expect(k.Status.ResourceGraphDefinitions).To(Equal(&v1alpha1.ResourceGraphDefinitionSummary{
 		Total: 2, Ready: 1,
@@ -130,7 +130,7 @@ func TestRGDReadinessInTheKroStatus(t *testing.T) {
 	g.Expect(k.Status.Phase).To(Equal(v1alpha1.PhaseReady))
 
 	g.Expect(controlPlane.Client.Delete(ctx, bad)).To(Succeed())
-	eventuallyCondition(g, k, ConditionResourceGraphDefinitionsReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, "1 ResourceGraphDefinitions on the ControlPlane, all Ready")
+	eventuallyCondition(g, k, v1alpha1.ConditionResourceGraphDefinitionsReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, "1 ResourceGraphDefinitions on the ControlPlane, all Ready")
 	g.Expect(rgdSummary(g, k)).To(Equal(&v1alpha1.ResourceGraphDefinitionSummary{Total: 1, Ready: 1}))
 }
 
@@ -140,14 +140,14 @@ func TestRGDCRDInstalledAfterEngagement(t *testing.T) {
 	late := startControlPlane(t, g, "late-kro", false)
 	ns := newNamespace(t, g)
 	k := readyKroOn(t, g, late, ns, "late", baseVersion)
-	k = eventuallyCondition(g, k, ConditionResourceGraphDefinitionsReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, "0 ResourceGraphDefinitions")
+	k = eventuallyCondition(g, k, v1alpha1.ConditionResourceGraphDefinitionsReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, "0 ResourceGraphDefinitions")
 
 	dir, err := testenv.KroCRDDir(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(testenv.InstallCRDDir(ctx, late, dir)).To(Succeed())
 	rgd := newRGD(g, late.Client, uniq("first"))
 	g.Eventually(func(g Gomega) { g.Expect(rgdSummary(g, k).Total).To(Equal(int32(1))) }, timeout, interval).Should(Succeed())
-	eventuallyCondition(g, k, ConditionResourceGraphDefinitionsReady, metav1.ConditionFalse, ReasonResourceGraphDefinitionsNotReady, rgd.GetName()+" (Pending)")
+	eventuallyCondition(g, k, v1alpha1.ConditionResourceGraphDefinitionsReady, metav1.ConditionFalse, v1alpha1.ReasonResourceGraphDefinitionsNotReady, rgd.GetName()+" (Pending)")
 }
 
 func TestUnreachableControlPlane(t *testing.T) {
@@ -162,7 +162,7 @@ func TestUnreachableControlPlane(t *testing.T) {
 	up := readyKro(t, g, ns, "up", version)
 
 	g.Expect(flaky.StopAPIServer()).To(Succeed())
-	down = eventuallyCondition(g, down, ConditionControlPlaneAccess, metav1.ConditionFalse, v1alpha1.ReasonReconciling, "the ControlPlane does not answer", "connection refused")
+	down = eventuallyCondition(g, down, v1alpha1.ConditionControlPlaneAccessReady, metav1.ConditionFalse, v1alpha1.ReasonReconciling, "the ControlPlane does not answer", "connection refused")
 	g.Expect(down.Status.Phase).To(Equal(v1alpha1.PhaseProgressing))
 	g.Expect(condition(down, v1alpha1.ConditionReady).Message).To(ContainSubstring("does not answer"))
 
@@ -174,7 +174,7 @@ func TestUnreachableControlPlane(t *testing.T) {
 
 	// Deleting while the ControlPlane cannot be checked holds, and says why.
 	deleteKro(g, down)
-	eventuallyCondition(g, down, ConditionDeletionBlocked, metav1.ConditionTrue, v1alpha1.ReasonReconcileError, "cannot check the ControlPlane", "does not answer")
+	eventuallyCondition(g, down, v1alpha1.ConditionDeletionBlocked, metav1.ConditionTrue, v1alpha1.ReasonReconcileError, "cannot check the ControlPlane", "does not answer")
 	g.Consistently(func(g Gomega) {
 		g.Expect(getHelmRelease(g, down).DeletionTimestamp).To(BeNil())
 	}, time.Second, 200*time.Millisecond).Should(Succeed())
@@ -202,7 +202,7 @@ func TestRotatedKubeconfigWithRevokedToken(t *testing.T) {
 	tenant := tenantNamespace(g, k)
 	g.Expect(client.IgnoreAlreadyExists(platform.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenant}}))).To(Succeed())
 	access := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "controlplane-access", Namespace: tenant, Labels: map[string]string{LabelControlPlaneKubeconfig: "true"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "controlplane-access", Namespace: tenant, Labels: map[string]string{v1alpha1.LabelControlPlaneKubeconfig: "true"}},
 		Data:       map[string][]byte{KubeconfigKey: first},
 	}
 	g.Expect(platform.Client.Create(ctx, access)).To(Succeed())
@@ -219,7 +219,7 @@ func TestRotatedKubeconfigWithRevokedToken(t *testing.T) {
 	// With the first token revoked, only the new credentials can restore the copy.
 	g.Expect(cp.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}})).To(Succeed())
 	g.Eventually(func() error { return cp.Client.Get(ctx, key, &corev1.Secret{}) }, timeout, interval).Should(Succeed())
-	k = eventuallyCondition(g, k, ConditionControlPlaneAccess, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess)
+	k = eventuallyCondition(g, k, v1alpha1.ConditionControlPlaneAccessReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess)
 	g.Expect(getHelmRelease(g, k).Spec.KubeConfig.SecretRef.Name).To(Equal("controlplane-access"))
 }
 
@@ -250,18 +250,18 @@ func TestBrokenKubeconfigIsReported(t *testing.T) {
 	tenant := tenantNamespace(g, k)
 	g.Expect(client.IgnoreAlreadyExists(platform.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenant}}))).To(Succeed())
 	access := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "controlplane-access", Namespace: tenant, Labels: map[string]string{LabelControlPlaneKubeconfig: "true"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "controlplane-access", Namespace: tenant, Labels: map[string]string{v1alpha1.LabelControlPlaneKubeconfig: "true"}},
 		Data:       map[string][]byte{KubeconfigKey: []byte("apiVersion: v1\nclusters: [oops")},
 	}
 	g.Expect(platform.Client.Create(ctx, access)).To(Succeed())
-	k = eventuallyCondition(g, k, ConditionControlPlaneAccess, metav1.ConditionFalse, v1alpha1.ReasonReconciling,
+	k = eventuallyCondition(g, k, v1alpha1.ConditionControlPlaneAccessReady, metav1.ConditionFalse, v1alpha1.ReasonReconciling,
 		"kubeconfig in secret "+tenant+"/controlplane-access is unusable", "cannot be parsed")
 	g.Expect(string(mustJSON(g, k.Status))).NotTo(ContainSubstring("oops"), "the secret's content stays out of the status")
 
 	// Fixed by writing a working kubeconfig.
 	access.Data[KubeconfigKey] = controlPlane.Kubeconfig
 	g.Expect(platform.Client.Update(ctx, access)).To(Succeed())
-	eventuallyCondition(g, k, ConditionControlPlaneAccess, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess)
+	eventuallyCondition(g, k, v1alpha1.ConditionControlPlaneAccessReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess)
 }
 
 func mustJSON(g Gomega, v any) []byte {

@@ -12,40 +12,10 @@ import (
 	"github.com/openmcp-project/service-provider-kro/clusters"
 )
 
-// Labels and annotations the provider puts on what it creates, so that it can find
-// its objects again and map them back to their Kro.
+// Facts of the provider's objects that are not part of the API.
 const (
-	// LabelPrefix is the key prefix of every label and annotation the provider owns.
-	LabelPrefix = "kro.services.open-control-plane.io/"
-	// LabelKroName carries the Kro's name (shortened with a hash when it is no valid label value).
-	LabelKroName = LabelPrefix + "kro-name"
-	// LabelKroNamespace carries the Kro's namespace on the onboarding cluster.
-	LabelKroNamespace = LabelPrefix + "kro-namespace"
-	// LabelProvider carries the provider's name.
-	LabelProvider = LabelPrefix + "provider"
-	// LabelRole says what a copied secret is for: RoleChartPullSecret or RoleImagePullSecret.
-	LabelRole = LabelPrefix + "role"
-	// AnnotationKro is the Kro's exact "namespace/name", whatever its length.
-	AnnotationKro = LabelPrefix + "kro"
-	// AnnotationSourceSecret names the secret in the provider's namespace a copy was made from.
-	AnnotationSourceSecret = LabelPrefix + "source-secret"
-	// LabelManagedBy marks everything the provider creates.
-	LabelManagedBy = "app.kubernetes.io/managed-by"
-	// ManagedByValue is the value of LabelManagedBy.
-	ManagedByValue = "service-provider-kro"
-	// LabelControlPlaneKubeconfig marks the secret (data key KubeconfigKey) in a tenant
-	// namespace that holds the ControlPlane's kubeconfig in standalone mode.
-	LabelControlPlaneKubeconfig = LabelPrefix + "controlplane-kubeconfig"
 	// KubeconfigKey is the data key of the kubeconfig in the access secret.
 	KubeconfigKey = clusters.KubeconfigKey
-
-	// Finalizer keeps a Kro until everything the provider created for it is gone.
-	Finalizer = LabelPrefix + "finalizer"
-
-	// RoleChartPullSecret marks the copy of a chart pull secret in a tenant namespace.
-	RoleChartPullSecret = "chart-pull-secret"
-	// RoleImagePullSecret marks the copy of an image pull secret in kro-system on a ControlPlane.
-	RoleImagePullSecret = "image-pull-secret"
 
 	// KroNamespace is where kro runs on the ControlPlane.
 	KroNamespace = clusters.KroNamespace
@@ -75,7 +45,7 @@ func chartSecretCopyName(provider, source string) string {
 }
 
 // labelValue returns v when it is a valid label value, otherwise a shortened form with a
-// hash that stays unique; the exact value is kept in AnnotationKro.
+// hash that stays unique; the exact value is kept in v1alpha1.AnnotationKro.
 func labelValue(v string) string {
 	if len(validation.IsValidLabelValue(v)) == 0 {
 		return v
@@ -105,18 +75,18 @@ func isAlnum(b byte) bool {
 // ownerLabels are the labels on everything the provider creates for a Kro.
 func ownerLabels(kro *v1alpha1.Kro, provider, role string) map[string]string {
 	l := map[string]string{
-		LabelManagedBy:    ManagedByValue,
-		LabelProvider:     labelValue(provider),
-		LabelKroName:      labelValue(kro.Name),
-		LabelKroNamespace: labelValue(kro.Namespace),
+		v1alpha1.LabelManagedBy:    v1alpha1.ManagedByValue,
+		v1alpha1.LabelProvider:     labelValue(provider),
+		v1alpha1.LabelKroName:      labelValue(kro.Name),
+		v1alpha1.LabelKroNamespace: labelValue(kro.Namespace),
 	}
 	if role != "" {
-		l[LabelRole] = role
+		l[v1alpha1.LabelRole] = role
 	}
 	return l
 }
 
 // ownerAnnotations name the Kro exactly, whatever the length of its name.
 func ownerAnnotations(kro *v1alpha1.Kro) map[string]string {
-	return map[string]string{AnnotationKro: kro.Namespace + "/" + kro.Name}
+	return map[string]string{v1alpha1.AnnotationKro: kro.Namespace + "/" + kro.Name}
 }

@@ -29,11 +29,11 @@ func TestDerivedNamesAreValidAndBounded(t *testing.T) {
 	g.Expect(chartSecretCopyName("kro", "regcred")).To(Equal("kro-regcred"))
 	g.Expect(chartSecretCopyName("kro", strings.Repeat("s", 253))).NotTo(Equal(chartSecretCopyName("kro", strings.Repeat("s", 252)+"t")), "hash keeps them apart")
 
-	for k, v := range ownerLabels(long, "kro", RoleChartPullSecret) {
+	for k, v := range ownerLabels(long, "kro", v1alpha1.RoleChartPullSecret) {
 		g.Expect(validation.IsQualifiedName(k)).To(BeEmpty(), k)
 		g.Expect(validation.IsValidLabelValue(v)).To(BeEmpty(), k+"="+v)
 	}
-	g.Expect(ownerAnnotations(long)).To(HaveKeyWithValue(AnnotationKro, long.Namespace+"/"+long.Name))
+	g.Expect(ownerAnnotations(long)).To(HaveKeyWithValue(v1alpha1.AnnotationKro, long.Namespace+"/"+long.Name))
 	g.Expect(validation.IsDNS1035Label(fluxObjectName("kro"))).To(BeEmpty())
 	g.Expect(labelValue("cp-1")).To(Equal("cp-1"))
 }

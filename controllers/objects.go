@@ -125,7 +125,7 @@ func newHelmRelease(kro *v1alpha1.Kro, provider, namespace string, v *v1alpha1.K
 // newSecretCopy copies the type and data of a source secret under a new name.
 func newSecretCopy(kro *v1alpha1.Kro, provider, role string, src *corev1.Secret, namespace, name string) *corev1.Secret {
 	annotations := ownerAnnotations(kro)
-	annotations[AnnotationSourceSecret] = src.Name
+	annotations[v1alpha1.AnnotationSourceSecret] = src.Name
 	data := make(map[string][]byte, len(src.Data))
 	for k, v := range src.Data {
 		data[k] = v

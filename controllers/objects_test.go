@@ -59,10 +59,10 @@ func TestBuilders(t *testing.T) {
 
 	src := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "regcred", Namespace: "provider", Labels: map[string]string{"foreign": "x"}},
 		Type: corev1.SecretTypeDockerConfigJson, Data: map[string][]byte{".dockerconfigjson": []byte("{}")}}
-	cp := newSecretCopy(kro, "kro", RoleImagePullSecret, src, "kro-system", "regcred")
+	cp := newSecretCopy(kro, "kro", v1alpha1.RoleImagePullSecret, src, "kro-system", "regcred")
 	g.Expect(cp.Labels).NotTo(HaveKey("foreign"))
-	g.Expect(cp.Labels).To(HaveKeyWithValue(LabelRole, RoleImagePullSecret))
-	g.Expect(cp.Annotations).To(HaveKeyWithValue(AnnotationSourceSecret, "regcred"))
+	g.Expect(cp.Labels).To(HaveKeyWithValue(v1alpha1.LabelRole, v1alpha1.RoleImagePullSecret))
+	g.Expect(cp.Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationSourceSecret, "regcred"))
 	cp.Data[".dockerconfigjson"] = []byte("changed")
 	g.Expect(string(src.Data[".dockerconfigjson"])).To(Equal("{}"), "the source is not touched")
 }

@@ -59,7 +59,7 @@ func TestOpenMCPAccessRequest(t *testing.T) {
 		return out
 	}
 	g.Eventually(func(g Gomega) {
-		c := condition(getKro2(g), ConditionControlPlaneAccess)
+		c := condition(getKro2(g), v1alpha1.ConditionControlPlaneAccessReady)
 		g.Expect(c).NotTo(BeNil())
 		g.Expect(c.Message).To(ContainSubstring("waiting for openmcp to grant AccessRequest " + tenant + "/" + ar.Name))
 	}, timeout, interval).Should(Succeed())
@@ -74,7 +74,7 @@ func TestOpenMCPAccessRequest(t *testing.T) {
 	g.Expect(pf2.Client.Status().Update(ctx, ar)).To(Succeed())
 
 	g.Eventually(func(g Gomega) {
-		c := condition(getKro2(g), ConditionControlPlaneAccess)
+		c := condition(getKro2(g), v1alpha1.ConditionControlPlaneAccessReady)
 		g.Expect(c).NotTo(BeNil())
 		g.Expect(c.Status).To(Equal(metav1.ConditionTrue), c.Message)
 	}, timeout, interval).Should(Succeed())

@@ -52,10 +52,10 @@ func TestTenantSecretsAreNeverTakenOver(t *testing.T) {
 	onCP := tenantSecret(controlPlane.Client, KroNamespace, image)
 	k := newKro(g, ns, "cp-conflict", version)
 	grantAccess(g, k, controlPlane)
-	k = eventuallyCondition(g, k, ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonOwnershipConflict,
+	k = eventuallyCondition(g, k, v1alpha1.ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonOwnershipConflict,
 		"secret "+KroNamespace+"/"+image+" on the ControlPlane was not created by the provider", "rename the image pull secret", "or delete that secret")
 	g.Expect(condition(k, v1alpha1.ConditionReady).Reason).To(Equal(v1alpha1.ReasonOwnershipConflict))
-	g.Expect(condition(k, ConditionPullSecretsReady).Message).NotTo(ContainSubstring("provider-image"), "no secret content in messages")
+	g.Expect(condition(k, v1alpha1.ConditionPullSecretsReady).Message).NotTo(ContainSubstring("provider-image"), "no secret content in messages")
 	eventuallyEvent(g, k, "Warning/"+v1alpha1.ReasonOwnershipConflict, KroNamespace+"/"+image)
 	untouched(g, controlPlane.Client, onCP)
 
@@ -63,7 +63,7 @@ func TestTenantSecretsAreNeverTakenOver(t *testing.T) {
 	k2 := &v1alpha1.Kro{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "platform-conflict"}}
 	onPlatform := tenantSecret(platform.Client, tenantNamespace(g, k2), providerName+"-"+chart)
 	k2 = newKro(g, ns, k2.Name, version)
-	eventuallyCondition(g, k2, ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonOwnershipConflict,
+	eventuallyCondition(g, k2, v1alpha1.ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonOwnershipConflict,
 		"secret "+onPlatform.Namespace+"/"+onPlatform.Name+" on the platform cluster was not created by the provider", "chartPullSecret of version "+version)
 	eventuallyEvent(g, k2, "Warning/"+v1alpha1.ReasonOwnershipConflict, onPlatform.Name)
 	untouched(g, platform.Client, onPlatform)
@@ -104,7 +104,7 @@ func TestTenantNamespaceRemovedWhenTheProviderCreatedIt(t *testing.T) {
 		tenant := &corev1.Namespace{}
 		g.Eventually(func(g Gomega) {
 			g.Expect(platform.Client.Get(ctx, client.ObjectKey{Name: tenantNamespace(g, k)}, tenant)).To(Succeed())
-			g.Expect(tenant.Labels).To(HaveKeyWithValue(LabelManagedBy, ManagedByValue))
+			g.Expect(tenant.Labels).To(HaveKeyWithValue(v1alpha1.LabelManagedBy, v1alpha1.ManagedByValue))
 			getOCIRepository(g, k)
 		}, timeout, interval).Should(Succeed())
 		kubernetesDefaults(tenant.Name)
@@ -163,16 +163,16 @@ func TestRGDCreatedDuringUninstallIsNamedAsOrphaned(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		g.Expect(getHelmRelease(g, k).DeletionTimestamp).NotTo(BeNil())
 	}, timeout, interval).Should(Succeed())
-	eventuallyCondition(g, k, ConditionDeletionBlocked, metav1.ConditionFalse, v1alpha1.ReasonReconcileSuccess, "uninstall of kro from the ControlPlane is under way")
+	eventuallyCondition(g, k, v1alpha1.ConditionDeletionBlocked, metav1.ConditionFalse, v1alpha1.ReasonReconcileSuccess, "uninstall of kro from the ControlPlane is under way")
 
 	rgd := newRGD(g, controlPlane.Client, uniq("late"))
 	t.Cleanup(func() { _ = controlPlane.Client.Delete(context.Background(), rgd) })
-	k = eventuallyCondition(g, k, ConditionDeletionBlocked, metav1.ConditionFalse, v1alpha1.ReasonReconcileSuccess,
+	k = eventuallyCondition(g, k, v1alpha1.ConditionDeletionBlocked, metav1.ConditionFalse, v1alpha1.ReasonReconcileSuccess,
 		"1 ResourceGraphDefinitions created since it began will be orphaned", rgd.GetName())
 	g.Consistently(func(g Gomega) {
-		g.Expect(condition(getKro(g, k), ConditionDeletionBlocked).Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(condition(getKro(g, k), v1alpha1.ConditionDeletionBlocked).Status).To(Equal(metav1.ConditionFalse))
 	}, time.Second, 200*time.Millisecond).Should(Succeed())
-	g.Expect(kroEvents(g, k)).NotTo(ContainElement(ContainSubstring("Warning/" + ReasonUserResourcesPresent)))
+	g.Expect(kroEvents(g, k)).NotTo(ContainElement(ContainSubstring("Warning/" + v1alpha1.ReasonUserResourcesPresent)))
 
 	hr = getHelmRelease(g, k)
 	hr.Finalizers = nil
@@ -190,7 +190,7 @@ func TestDeletionWaitsWhileTheRGDWatchIsNotSynced(t *testing.T) {
 	cp := startControlPlane(t, g, "unsynced", false)
 	ns := newNamespace(t, g)
 	k := readyKroOn(t, g, cp, ns, "unsynced", baseVersion)
-	eventuallyCondition(g, k, ConditionResourceGraphDefinitionsReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, "0 ResourceGraphDefinitions")
+	eventuallyCondition(g, k, v1alpha1.ConditionResourceGraphDefinitionsReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, "0 ResourceGraphDefinitions")
 
 	crd := func(plural string) *apiextensionsv1.CustomResourceDefinition {
 		return &apiextensionsv1.CustomResourceDefinition{
@@ -229,7 +229,7 @@ func TestDeletionWaitsWhileTheRGDWatchIsNotSynced(t *testing.T) {
 	hr.Finalizers = append(hr.Finalizers, helmv2.HelmReleaseFinalizer)
 	g.Expect(platform.Client.Update(ctx, hr)).To(Succeed())
 	deleteKro(g, k)
-	eventuallyCondition(g, k, ConditionDeletionBlocked, metav1.ConditionTrue, v1alpha1.ReasonReconciling,
+	eventuallyCondition(g, k, v1alpha1.ConditionDeletionBlocked, metav1.ConditionTrue, v1alpha1.ReasonReconciling,
 		"cannot check the ControlPlane for ResourceGraphDefinitions yet", "has not synced yet")
 	g.Consistently(func(g Gomega) {
 		g.Expect(getHelmRelease(g, k).DeletionTimestamp).To(BeNil())

@@ -25,7 +25,7 @@ func (r *KroReconciler) reconcileChartPullSecret(ctx context.Context, s *scope) 
 	}
 	images, err := imagePullSecretNames(s.version)
 	if err != nil {
-		s.obs.set(ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonReconcileError,
+		s.obs.set(v1alpha1.ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonReconcileError,
 			fmt.Sprintf("ProviderConfig %q: %s", r.ProviderName, err.Error()))
 		return wait, nil
 	}
@@ -55,18 +55,18 @@ func (r *KroReconciler) reconcileChartPullSecret(ctx context.Context, s *scope) 
 		}
 	}
 	if len(problems) > 0 {
-		s.obs.set(ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonReconcileError, strings.Join(problems, "; "))
+		s.obs.set(v1alpha1.ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonReconcileError, strings.Join(problems, "; "))
 		return wait, nil
 	}
 
 	if name := s.version.ChartPullSecret; name != "" {
-		cp := newSecretCopy(s.kro, r.ProviderName, RoleChartPullSecret, s.sources[name], s.tenantNamespace, chartSecretCopyName(r.ProviderName, name))
+		cp := newSecretCopy(s.kro, r.ProviderName, v1alpha1.RoleChartPullSecret, s.sources[name], s.tenantNamespace, chartSecretCopyName(r.ProviderName, name))
 		owned, err := copySecret(ctx, r.Platform, r.PlatformReader, cp)
 		if err != nil {
 			return proceed, fmt.Errorf("copying chart pull secret %q into %s: %w", name, s.tenantNamespace, err)
 		}
 		if !owned {
-			s.obs.set(ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonOwnershipConflict,
+			s.obs.set(v1alpha1.ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonOwnershipConflict,
 				ownershipConflictMessage(s.kro, "the platform cluster", cp, fmt.Sprintf(
 					"use another chart pull secret name in ProviderConfig %q (chartPullSecret of version %s), or delete that secret if nobody needs it",
 					r.ProviderName, s.version.Version)))
@@ -78,7 +78,7 @@ func (r *KroReconciler) reconcileChartPullSecret(ctx context.Context, s *scope) 
 	if err := r.removeChartSecretCopies(ctx, r.Platform, s.kro, s.tenantNamespace, s.chartSecret); err != nil {
 		return proceed, err
 	}
-	s.obs.set(ConditionPullSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, pullSecretsMessage(s, false))
+	s.obs.set(v1alpha1.ConditionPullSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, pullSecretsMessage(s, false))
 	return proceed, nil
 }
 
@@ -93,7 +93,7 @@ func (r *KroReconciler) reconcileImagePullSecrets(ctx context.Context, s *scope)
 	}
 	var conflicts []string
 	for _, name := range s.imageSecrets {
-		cp := newSecretCopy(s.kro, r.ProviderName, RoleImagePullSecret, s.sources[name], KroNamespace, name)
+		cp := newSecretCopy(s.kro, r.ProviderName, v1alpha1.RoleImagePullSecret, s.sources[name], KroNamespace, name)
 		owned, err := copySecret(ctx, c, s.access.Reader, cp)
 		if err != nil {
 			return proceed, fmt.Errorf("copying image pull secret %q: %w", name, err)
@@ -110,10 +110,10 @@ func (r *KroReconciler) reconcileImagePullSecrets(ctx context.Context, s *scope)
 		return proceed, err
 	}
 	if len(conflicts) > 0 {
-		s.obs.set(ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonOwnershipConflict, strings.Join(conflicts, "; "))
+		s.obs.set(v1alpha1.ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonOwnershipConflict, strings.Join(conflicts, "; "))
 		return wait, nil
 	}
-	s.obs.set(ConditionPullSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, pullSecretsMessage(s, true))
+	s.obs.set(v1alpha1.ConditionPullSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, pullSecretsMessage(s, true))
 	return proceed, nil
 }
 
@@ -158,7 +158,7 @@ func (r *KroReconciler) sourceSecret(ctx context.Context, name, use, version str
 // namespace except keep ("" removes all).
 func (r *KroReconciler) removeChartSecretCopies(ctx context.Context, c client.Reader, kro *v1alpha1.Kro, namespace, keep string) error {
 	list := &corev1.SecretList{}
-	if err := c.List(ctx, list, client.InNamespace(namespace), r.copyLabels(kro, RoleChartPullSecret)); err != nil {
+	if err := c.List(ctx, list, client.InNamespace(namespace), r.copyLabels(kro, v1alpha1.RoleChartPullSecret)); err != nil {
 		return fmt.Errorf("listing chart pull secret copies in %s: %w", namespace, err)
 	}
 	return r.deleteSecrets(ctx, r.Platform, list.Items, func(name string) bool { return name == keep })
@@ -168,7 +168,7 @@ func (r *KroReconciler) removeChartSecretCopies(ctx context.Context, c client.Re
 // ControlPlane except those named in keep.
 func (r *KroReconciler) removeImageSecretCopies(ctx context.Context, c client.Client, kro *v1alpha1.Kro, keep []string) error {
 	list := &corev1.SecretList{}
-	if err := c.List(ctx, list, client.InNamespace(KroNamespace), r.copyLabels(kro, RoleImagePullSecret)); err != nil {
+	if err := c.List(ctx, list, client.InNamespace(KroNamespace), r.copyLabels(kro, v1alpha1.RoleImagePullSecret)); err != nil {
 		return fmt.Errorf("listing image pull secret copies on the ControlPlane: %w", err)
 	}
 	return r.deleteSecrets(ctx, c, list.Items, func(name string) bool { return slices.Contains(keep, name) })
@@ -185,7 +185,7 @@ func (r *KroReconciler) copyLabels(kro *v1alpha1.Kro, role string) client.Matchi
 // made since is left alone.
 func (r *KroReconciler) deleteSecrets(ctx context.Context, c client.Client, secrets []corev1.Secret, keep func(string) bool) error {
 	for i := range secrets {
-		if keep(secrets[i].Name) || secrets[i].Labels[LabelManagedBy] != ManagedByValue || secrets[i].Labels[LabelProvider] != labelValue(r.ProviderName) {
+		if keep(secrets[i].Name) || secrets[i].Labels[v1alpha1.LabelManagedBy] != v1alpha1.ManagedByValue || secrets[i].Labels[v1alpha1.LabelProvider] != labelValue(r.ProviderName) {
 			continue
 		}
 		err := c.Delete(ctx, &secrets[i], client.Preconditions{UID: &secrets[i].UID})
@@ -210,7 +210,7 @@ func (r *KroReconciler) ensureTenantNamespace(ctx context.Context, s *scope) (ou
 	err := r.PlatformReader.Get(ctx, client.ObjectKey{Name: s.tenantNamespace}, ns)
 	switch {
 	case err == nil && !ns.DeletionTimestamp.IsZero():
-		s.obs.set(ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonReconciling,
+		s.obs.set(v1alpha1.ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonReconciling,
 			fmt.Sprintf("waiting for the tenant namespace %s on the platform cluster to finish terminating", s.tenantNamespace))
 		return wait, nil
 	case err == nil:
@@ -284,7 +284,7 @@ func copySecret(ctx context.Context, c client.Client, reader client.Reader, desi
 // ownedAs tells whether current carries the provider's ownership labels of desired, that
 // is, whether the provider created it for the same Kro and purpose.
 func ownedAs(current, desired client.Object) bool {
-	for _, k := range []string{LabelManagedBy, LabelProvider, LabelKroName, LabelKroNamespace, LabelRole} {
+	for _, k := range []string{v1alpha1.LabelManagedBy, v1alpha1.LabelProvider, v1alpha1.LabelKroName, v1alpha1.LabelKroNamespace, v1alpha1.LabelRole} {
 		if current.GetLabels()[k] != desired.GetLabels()[k] {
 			return false
 		}
@@ -295,7 +295,7 @@ func ownedAs(current, desired client.Object) bool {
 // ownershipConflictMessage says which object is in the provider's way and what to do.
 func ownershipConflictMessage(kro *v1alpha1.Kro, where string, obj client.Object, todo string) string {
 	return fmt.Sprintf("secret %s/%s on %s was not created by the provider for Kro %s/%s (it lacks the labels %s=%s and %s=%s), so the provider neither overwrites nor deletes it: %s",
-		obj.GetNamespace(), obj.GetName(), where, kro.Namespace, kro.Name, LabelManagedBy, ManagedByValue, LabelKroName, obj.GetLabels()[LabelKroName], todo)
+		obj.GetNamespace(), obj.GetName(), where, kro.Namespace, kro.Name, v1alpha1.LabelManagedBy, v1alpha1.ManagedByValue, v1alpha1.LabelKroName, obj.GetLabels()[v1alpha1.LabelKroName], todo)
 }
 
 // secretUpToDate tells whether current carries everything desired sets.

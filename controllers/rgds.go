@@ -9,14 +9,6 @@ import (
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 )
 
-// ConditionResourceGraphDefinitionsReady sums up the tenant's RGDs on the ControlPlane.
-// It reports the tenant's own definitions, not kro's installation, so it does not take
-// part in Ready.
-const ConditionResourceGraphDefinitionsReady = "ResourceGraphDefinitionsReady"
-
-// ReasonResourceGraphDefinitionsNotReady says that at least one RGD's Ready condition is not True.
-const ReasonResourceGraphDefinitionsNotReady = "ResourceGraphDefinitionsNotReady"
-
 // rgdReadyCondition is kro's root condition on an RGD.
 const rgdReadyCondition = "Ready"
 
@@ -55,7 +47,7 @@ func summarizeRGDs(rgds []krov1alpha1.ResourceGraphDefinition) *v1alpha1.Resourc
 func rgdCondition(obs *observation, sum *v1alpha1.ResourceGraphDefinitionSummary) {
 	notReady := sum.Total - sum.Ready
 	if notReady == 0 {
-		obs.set(ConditionResourceGraphDefinitionsReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess,
+		obs.set(v1alpha1.ConditionResourceGraphDefinitionsReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess,
 			fmt.Sprintf("%d ResourceGraphDefinitions on the ControlPlane, all Ready", sum.Total))
 		return
 	}
@@ -63,7 +55,7 @@ func rgdCondition(obs *observation, sum *v1alpha1.ResourceGraphDefinitionSummary
 	for _, s := range sum.NotReady {
 		names = append(names, s.Name+" ("+s.Reason+")")
 	}
-	obs.set(ConditionResourceGraphDefinitionsReady, metav1.ConditionFalse, ReasonResourceGraphDefinitionsNotReady,
+	obs.set(v1alpha1.ConditionResourceGraphDefinitionsReady, metav1.ConditionFalse, v1alpha1.ReasonResourceGraphDefinitionsNotReady,
 		fmt.Sprintf("%d of %d ResourceGraphDefinitions on the ControlPlane are not Ready: %s; see status.resourceGraphDefinitions and each RGD's status",
 			notReady, sum.Total, listNames(names)))
 }

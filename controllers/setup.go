@@ -18,6 +18,8 @@ import (
 
 	"github.com/openmcp-project/service-provider-kro/clusters"
 	"github.com/openmcp-project/service-provider-kro/providers/controlplane"
+
+	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 )
 
 // Options configure the Kro controller.
@@ -80,7 +82,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, platformConfig *rest.Config, o
 	log := mgr.GetLogger()
 	events := controlplane.NewEvents(log.WithName("controlplane-events"))
 	provider := controlplane.New(controlplane.Options{
-		ClusterOptions: []cluster.Option{controlplane.ClusterOptions(labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue}))},
+		ClusterOptions: []cluster.Option{controlplane.ClusterOptions(labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue}))},
 		ProbeInterval:  o.ProbeInterval,
 		MaxBackoff:     o.MaxBackoff,
 		OnChange:       events.Notify,

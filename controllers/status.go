@@ -10,27 +10,6 @@ import (
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 )
 
-// Condition types of a Kro besides Ready, one per step of its reconcile.
-const (
-	// ConditionVersionResolved: the requested version is on offer in the ProviderConfig.
-	ConditionVersionResolved = "VersionResolved"
-	// ConditionPullSecretsReady: the chart and image pull secrets exist and are copied.
-	ConditionPullSecretsReady = "PullSecretsReady"
-	// ConditionOCIRepositoryReady mirrors the OCIRepository's Ready condition.
-	ConditionOCIRepositoryReady = "OCIRepositoryReady"
-	// ConditionControlPlaneAccess: the ControlPlane can be reached.
-	ConditionControlPlaneAccess = "ControlPlaneAccessReady"
-	// ConditionHelmReleaseReady mirrors the HelmRelease's Ready condition.
-	ConditionHelmReleaseReady = "HelmReleaseReady"
-	// ConditionDeletionBlocked is True while deletion waits for tenants' resources.
-	ConditionDeletionBlocked = "DeletionBlocked"
-
-	// ReasonUserResourcesPresent: ResourceGraphDefinitions still exist on the ControlPlane.
-	ReasonUserResourcesPresent = "UserResourcesPresent"
-	// ReasonControlPlaneGone: the ControlPlane's access is gone, its release is abandoned.
-	ReasonControlPlaneGone = "ControlPlaneGone"
-)
-
 // Limits of what the status carries.
 const (
 	maxMessage       = 512
@@ -120,7 +99,7 @@ func readyCondition(obs observation) metav1.Condition {
 	}
 	helmReady := false
 	for _, c := range obs.conditions {
-		if c.Type == ConditionDeletionBlocked || c.Type == ConditionResourceGraphDefinitionsReady {
+		if c.Type == v1alpha1.ConditionDeletionBlocked || c.Type == v1alpha1.ConditionResourceGraphDefinitionsReady {
 			continue
 		}
 		if c.Status != metav1.ConditionTrue {
@@ -130,7 +109,7 @@ func readyCondition(obs observation) metav1.Condition {
 			}
 			return ready
 		}
-		if c.Type == ConditionHelmReleaseReady {
+		if c.Type == v1alpha1.ConditionHelmReleaseReady {
 			helmReady = true
 		}
 	}
@@ -181,7 +160,7 @@ func transitionEvents(old, updated []metav1.Condition) []kroEvent {
 			if c.Status == metav1.ConditionTrue || c.Reason == v1alpha1.ReasonTerminating {
 				out = append(out, kroEvent{corev1.EventTypeNormal, c.Reason, c.Type, c.Message})
 			}
-		case c.Type == ConditionDeletionBlocked:
+		case c.Type == v1alpha1.ConditionDeletionBlocked:
 			if c.Status == metav1.ConditionTrue {
 				out = append(out, kroEvent{corev1.EventTypeWarning, c.Reason, c.Type, c.Message})
 			}

@@ -13,7 +13,7 @@ import (
 
 func allTrue() observation {
 	var obs observation
-	for _, t := range []string{ConditionVersionResolved, ConditionPullSecretsReady, ConditionOCIRepositoryReady, ConditionControlPlaneAccess, ConditionHelmReleaseReady} {
+	for _, t := range []string{v1alpha1.ConditionVersionResolved, v1alpha1.ConditionPullSecretsReady, v1alpha1.ConditionOCIRepositoryReady, v1alpha1.ConditionControlPlaneAccessReady, v1alpha1.ConditionHelmReleaseReady} {
 		obs.set(t, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, t+" ok")
 	}
 	obs.chartVersion, obs.chartObserved = "0.9.3", true
@@ -37,7 +37,7 @@ func TestComputeStatus(t *testing.T) {
 
 	// A HelmRelease that is not ready makes the Kro Progressing, with its message.
 	obs := allTrue()
-	obs.set(ConditionHelmReleaseReady, metav1.ConditionFalse, v1alpha1.ReasonReconcileError, "HelmRelease x is not ready: boom")
+	obs.set(v1alpha1.ConditionHelmReleaseReady, metav1.ConditionFalse, v1alpha1.ReasonReconcileError, "HelmRelease x is not ready: boom")
 	failing := computeStatus(ready, 4, obs, t1)
 	g.Expect(failing.Phase).To(Equal(v1alpha1.PhaseProgressing))
 	r := findCondition(failing.Conditions, v1alpha1.ConditionReady)
@@ -45,11 +45,11 @@ func TestComputeStatus(t *testing.T) {
 	g.Expect(r.Reason).To(Equal(v1alpha1.ReasonReconcileError))
 	g.Expect(r.Message).To(ContainSubstring("boom"))
 	g.Expect(r.LastTransitionTime).To(Equal(t1))
-	g.Expect(findCondition(failing.Conditions, ConditionVersionResolved).LastTransitionTime).To(Equal(t0))
+	g.Expect(findCondition(failing.Conditions, v1alpha1.ConditionVersionResolved).LastTransitionTime).To(Equal(t0))
 
 	// Without a HelmRelease condition there is no Ready.
 	var partial observation
-	partial.set(ConditionVersionResolved, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, "ok")
+	partial.set(v1alpha1.ConditionVersionResolved, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, "ok")
 	g.Expect(computeStatus(v1alpha1.KroStatus{}, 1, partial, t0).Phase).To(Equal(v1alpha1.PhaseProgressing))
 
 	// Deleting: Terminating, whatever the conditions say.
@@ -73,7 +73,7 @@ func TestTransitionEvents(t *testing.T) {
 	g.Expect(transitionEvents(ready.Conditions, ready.Conditions)).To(BeEmpty(), "no change, no event")
 
 	obs := allTrue()
-	obs.set(ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonReconcileError, "secret a missing")
+	obs.set(v1alpha1.ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonReconcileError, "secret a missing")
 	broken := computeStatus(ready, 1, obs, t0)
 	evs = transitionEvents(ready.Conditions, broken.Conditions)
 	g.Expect(evs).To(HaveLen(1))
@@ -81,7 +81,7 @@ func TestTransitionEvents(t *testing.T) {
 	g.Expect(evs[0].Reason).To(Equal(v1alpha1.ReasonReconcileError))
 	g.Expect(evs[0].Note).To(ContainSubstring("secret a missing"))
 
-	obs.set(ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonReconcileError, "secret a has the wrong type")
+	obs.set(v1alpha1.ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonReconcileError, "secret a has the wrong type")
 	other := computeStatus(broken, 1, obs, t0)
 	g.Expect(transitionEvents(broken.Conditions, other.Conditions)).To(HaveLen(1), "another problem, another event")
 }

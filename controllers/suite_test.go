@@ -240,7 +240,7 @@ func grantAccess(g Gomega, k *v1alpha1.Kro, cp *testenv.Cluster) {
 	err := platform.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	g.Expect(client.IgnoreAlreadyExists(err)).To(Succeed())
 	g.Expect(platform.Client.Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "controlplane-access", Namespace: ns, Labels: map[string]string{LabelControlPlaneKubeconfig: "true"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "controlplane-access", Namespace: ns, Labels: map[string]string{v1alpha1.LabelControlPlaneKubeconfig: "true"}},
 		Data:       map[string][]byte{KubeconfigKey: cp.Kubeconfig},
 	})).To(Succeed())
 }

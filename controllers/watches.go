@@ -33,7 +33,7 @@ const indexTenantNamespace = "kro.tenantNamespace"
 // secrets of its own namespace (the sources of pull secrets), but elsewhere only the
 // secrets and Flux objects it created itself.
 func PlatformCacheOptions(podNamespace string) cache.Options {
-	ours := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue})
+	ours := labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue})
 	return cache.Options{
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Secret{}: {Namespaces: map[string]cache.Config{

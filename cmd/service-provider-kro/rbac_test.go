@@ -72,7 +72,7 @@ func TestRunWithGeneratedRBAC(t *testing.T) {
 		// Standalone access: the operator puts the ControlPlane's kubeconfig into the
 		// tenant namespace, labelled for the provider.
 		g.Expect(e.platform.Client.Create(context.Background(), &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: "controlplane-access", Namespace: tenant, Labels: map[string]string{controllers.LabelControlPlaneKubeconfig: "true"}},
+			ObjectMeta: metav1.ObjectMeta{Name: "controlplane-access", Namespace: tenant, Labels: map[string]string{v1alpha1.LabelControlPlaneKubeconfig: "true"}},
 			Data:       map[string][]byte{controllers.KubeconfigKey: e.controlPlane.Kubeconfig},
 		})).To(Succeed())
 	}, nil, nil)
@@ -346,7 +346,7 @@ func (e *rbacEnv) lifecycle(t *testing.T, stopProvider func(), grant func(Gomega
 	fluxKey := client.ObjectKey{Namespace: tenant, Name: rbacProvider}
 	chartCopies := func(g Gomega) []corev1.Secret {
 		list := &corev1.SecretList{}
-		g.Expect(e.platform.Client.List(ctx, list, client.InNamespace(tenant), client.MatchingLabels{controllers.LabelManagedBy: controllers.ManagedByValue})).To(Succeed())
+		g.Expect(e.platform.Client.List(ctx, list, client.InNamespace(tenant), client.MatchingLabels{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue})).To(Succeed())
 		return list.Items
 	}
 	g.Eventually(func(g Gomega) {

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
 	"github.com/openmcp-project/service-provider-kro/config/rbac"
 	"github.com/openmcp-project/service-provider-kro/controllers"
@@ -39,7 +40,7 @@ type runOptions struct {
 
 func (o *runOptions) bind(fs *flag.FlagSet) {
 	o.commonOptions.bind(fs)
-	fs.StringVar(&o.access, "controlplane-access", "", "where ControlPlane kubeconfigs come from: standalone (a secret labelled "+controllers.LabelControlPlaneKubeconfig+"=true in the tenant namespace) or openmcp (an AccessRequest per ControlPlane); default openmcp when the onboarding cluster is requested from openmcp, else standalone")
+	fs.StringVar(&o.access, "controlplane-access", "", "where ControlPlane kubeconfigs come from: standalone (a secret labelled "+v1alpha1.LabelControlPlaneKubeconfig+"=true in the tenant namespace) or openmcp (an AccessRequest per ControlPlane); default openmcp when the onboarding cluster is requested from openmcp, else standalone")
 	fs.DurationVar(&o.probeInterval, "controlplane-probe-interval", 15*time.Second, "how often each engaged ControlPlane is checked for reachability")
 	fs.IntVar(&o.concurrency, "max-concurrent-reconciles", 10, "how many Kros are reconciled at once")
 	fs.Float64Var(&o.qps, "kube-api-qps", clusters.DefaultQPS, "requests per second the provider makes to the onboarding and to the platform cluster, each, in the long run")

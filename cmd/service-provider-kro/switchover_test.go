@@ -108,7 +108,7 @@ func TestSwitchOverFromAnEarlierProvider(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func() error { return platform.Client.Get(ctx, client.ObjectKey{Name: tenant}, namespace(tenant)) }, rbacTimeout, rbacInterval).Should(Succeed())
 	g.Expect(platform.Client.Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "controlplane-access", Namespace: tenant, Labels: map[string]string{controllers.LabelControlPlaneKubeconfig: "true"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "controlplane-access", Namespace: tenant, Labels: map[string]string{v1alpha1.LabelControlPlaneKubeconfig: "true"}},
 		Data:       map[string][]byte{controllers.KubeconfigKey: cp.Kubeconfig},
 	})).To(Succeed())
 	fluxKey := client.ObjectKey{Namespace: tenant, Name: rbacProvider}
@@ -121,7 +121,7 @@ func TestSwitchOverFromAnEarlierProvider(t *testing.T) {
 		g.Expect(ready).NotTo(BeNil())
 		g.Expect(ready.Status).To(Equal(metav1.ConditionTrue), ready.Message)
 		g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
-		g.Expect(got.Finalizers).To(ContainElement(controllers.Finalizer))
+		g.Expect(got.Finalizers).To(ContainElement(v1alpha1.Finalizer))
 	}, rbacTimeout, rbacInterval).Should(Succeed(), "the Kro created before the switch becomes Ready")
 }
 

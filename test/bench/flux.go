@@ -177,7 +177,7 @@ func (h *harness) setupFlux(ctx context.Context, res *FluxResults) error {
 			return err
 		}
 		if err := h.pl.Create(ctx, &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: accessSecret, Namespace: ref.tenant, Labels: map[string]string{controllers.LabelControlPlaneKubeconfig: "true"}},
+			ObjectMeta: metav1.ObjectMeta{Name: accessSecret, Namespace: ref.tenant, Labels: map[string]string{v1alpha1.LabelControlPlaneKubeconfig: "true"}},
 			Data:       map[string][]byte{controllers.KubeconfigKey: cp.Kubeconfig},
 		}); err != nil {
 			return err

@@ -583,7 +583,7 @@ func (h *harness) secretHandlers(cluster string) handlers {
 // platformWatches record the Flux objects as applied and play Flux on them, and record
 // the provider's secret copies.
 func (h *harness) platformWatches(ctx context.Context) (cache.Cache, error) {
-	ours := labels.SelectorFromSet(labels.Set{controllers.LabelManagedBy: controllers.ManagedByValue})
+	ours := labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue})
 	plCache, err := cache.New(fast(h.platform.Config), cache.Options{Scheme: clusters.Scheme, ByObject: map[client.Object]cache.ByObject{
 		&corev1.Secret{}: {Label: ours},
 	}})
@@ -652,7 +652,7 @@ func (h *harness) onboardingWatches(ctx context.Context) (cache.Cache, error) {
 			h.tr.sawNotReady(string(c.Status) + " " + c.Reason + ": " + c.Message)
 			h.tr.added("kronotready|"+string(k.UID), at)
 		}
-		if c := meta.FindStatusCondition(k.Status.Conditions, controllers.ConditionDeletionBlocked); c != nil && c.Status == metav1.ConditionTrue && c.Reason == controllers.ReasonUserResourcesPresent {
+		if c := meta.FindStatusCondition(k.Status.Conditions, v1alpha1.ConditionDeletionBlocked); c != nil && c.Status == metav1.ConditionTrue && c.Reason == v1alpha1.ReasonUserResourcesPresent {
 			h.tr.mark("blocked|"+string(k.UID), at)
 		}
 		if s := k.Status.ResourceGraphDefinitions; s != nil && s.Total > 0 {

@@ -238,7 +238,7 @@ func (h *harness) grantAll(ctx context.Context, refs []*kroRef) error {
 			return err
 		}
 		return h.pl.Create(ctx, &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: accessSecret, Namespace: r.tenant, Labels: map[string]string{controllers.LabelControlPlaneKubeconfig: "true"}},
+			ObjectMeta: metav1.ObjectMeta{Name: accessSecret, Namespace: r.tenant, Labels: map[string]string{v1alpha1.LabelControlPlaneKubeconfig: "true"}},
 			Data:       map[string][]byte{controllers.KubeconfigKey: kc},
 		})
 	})

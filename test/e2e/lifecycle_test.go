@@ -128,7 +128,7 @@ func rgdCRDGeneratedBy(g Gomega, cp *env.ControlPlane) string {
 func imagePullSecretCopies(g Gomega, cp *env.ControlPlane) []string {
 	var list corev1.SecretList
 	g.Expect(client.IgnoreNotFound(cp.Client.List(suiteCtx, &list, client.InNamespace(controllers.KroNamespace),
-		client.MatchingLabels{controllers.LabelRole: controllers.RoleImagePullSecret}))).To(Succeed())
+		client.MatchingLabels{v1alpha1.LabelRole: v1alpha1.RoleImagePullSecret}))).To(Succeed())
 	var names []string
 	for _, s := range list.Items {
 		names = append(names, s.Name)
@@ -273,7 +273,7 @@ var _ = Describe("the Kro lifecycle on two ControlPlanes at once", Ordered, func
 			eventually(2*time.Minute, func(g Gomega) {
 				kro := getKro(g, cp)
 				g.Expect(kro.Status.ObservedGeneration).To(Equal(kro.Generation), describeKro(kro))
-				repo := condition(kro, controllers.ConditionOCIRepositoryReady)
+				repo := condition(kro, v1alpha1.ConditionOCIRepositoryReady)
 				g.Expect(repo.Status).To(Equal(metav1.ConditionFalse), describeKro(kro))
 				g.Expect(repo.Message).To(MatchRegexp(`(?i)unauthori[sz]ed|authentication required`), describeKro(kro))
 				ready := condition(kro, v1alpha1.ConditionReady)
@@ -282,7 +282,7 @@ var _ = Describe("the Kro lifecycle on two ControlPlanes at once", Ordered, func
 			})
 			By("the registry's password is in no condition, and kro stays installed")
 			kro := getKro(Default, cp)
-			GinkgoWriter.Printf("reported: %s\n", condition(kro, controllers.ConditionOCIRepositoryReady).Message)
+			GinkgoWriter.Printf("reported: %s\n", condition(kro, v1alpha1.ConditionOCIRepositoryReady).Message)
 			for _, c := range kro.Status.Conditions {
 				Expect(c.Message).NotTo(ContainSubstring(e.Registry.Password))
 			}
@@ -329,10 +329,10 @@ var _ = Describe("the Kro lifecycle on two ControlPlanes at once", Ordered, func
 			for _, cp := range cps {
 				eventually(time.Minute, func(g Gomega) {
 					kro := getKro(g, cp)
-					blocked := condition(kro, controllers.ConditionDeletionBlocked)
+					blocked := condition(kro, v1alpha1.ConditionDeletionBlocked)
 					g.Expect(kro.Status.Phase).To(Equal(v1alpha1.PhaseTerminating), describeKro(kro))
 					g.Expect(blocked.Status).To(Equal(metav1.ConditionTrue), describeKro(kro))
-					g.Expect(blocked.Reason).To(Equal(controllers.ReasonUserResourcesPresent), describeKro(kro))
+					g.Expect(blocked.Reason).To(Equal(v1alpha1.ReasonUserResourcesPresent), describeKro(kro))
 					g.Expect(blocked.Message).To(ContainSubstring("e2e-app"), describeKro(kro))
 				})
 			}
@@ -382,7 +382,7 @@ var _ = Describe("the Kro lifecycle on two ControlPlanes at once", Ordered, func
 		Expect(e.Platform.Client.List(suiteCtx, &hrs)).To(Succeed())
 		Expect(hrs.Items).To(BeEmpty())
 		var copies corev1.SecretList
-		Expect(e.Platform.Client.List(suiteCtx, &copies, client.MatchingLabels{controllers.LabelManagedBy: controllers.ManagedByValue})).To(Succeed())
+		Expect(e.Platform.Client.List(suiteCtx, &copies, client.MatchingLabels{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue})).To(Succeed())
 		Expect(copies.Items).To(BeEmpty())
 	})
 })

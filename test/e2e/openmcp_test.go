@@ -219,9 +219,9 @@ var _ = Describe("under openmcp-operator", Ordered, Label("openmcp"), func() {
 				kro := &v1alpha1.Kro{}
 				g.Expect(onboarding.Get(suiteCtx, kroKey, kro)).To(Succeed())
 				g.Expect(kro.DeletionTimestamp).NotTo(BeNil(), "openmcp has not deleted the Kro: %s", describeKro(kro))
-				blocked := condition(kro, controllers.ConditionDeletionBlocked)
+				blocked := condition(kro, v1alpha1.ConditionDeletionBlocked)
 				g.Expect(blocked.Status).To(Equal(metav1.ConditionTrue), describeKro(kro))
-				g.Expect(blocked.Reason).To(Equal(controllers.ReasonUserResourcesPresent), describeKro(kro))
+				g.Expect(blocked.Reason).To(Equal(v1alpha1.ReasonUserResourcesPresent), describeKro(kro))
 			})
 		})
 		By("the ControlPlane waits for its services")
@@ -255,7 +255,7 @@ var _ = Describe("under openmcp-operator", Ordered, Label("openmcp"), func() {
 		Expect(platform.List(suiteCtx, &hrs)).To(Succeed())
 		Expect(hrs.Items).To(BeEmpty())
 		var copies corev1.SecretList
-		Expect(platform.List(suiteCtx, &copies, client.MatchingLabels{controllers.LabelManagedBy: controllers.ManagedByValue})).To(Succeed())
+		Expect(platform.List(suiteCtx, &copies, client.MatchingLabels{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue})).To(Succeed())
 		Expect(copies.Items).To(BeEmpty())
 		By("kro is uninstalled from the ControlPlane")
 		expectKroUninstalled(cp.Client)

@@ -326,7 +326,7 @@ func (e *Env) AccessSecret(cp *ControlPlane) *corev1.Secret {
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: cp.TenantNamespace,
 			Name:      AccessSecretName,
-			Labels:    map[string]string{controllers.LabelControlPlaneKubeconfig: "true"},
+			Labels:    map[string]string{v1alpha1.LabelControlPlaneKubeconfig: "true"},
 		},
 		Data: map[string][]byte{controllers.KubeconfigKey: cp.Kubeconfig},
 	}

@@ -1,0 +1,95 @@
+package v1alpha1
+
+// Condition types of a Kro besides ConditionReady. Each reconcile sets every one of them:
+// a step that did not run leaves its condition Unknown with ReasonNotChecked and a
+// message that says why. docs/api.md lists them with their reasons.
+const (
+	// ConditionVersionResolved: the requested version is on offer in the ProviderConfig.
+	ConditionVersionResolved = "VersionResolved"
+	// ConditionPullSecretsReady: the chart and image pull secrets exist and are copied.
+	ConditionPullSecretsReady = "PullSecretsReady"
+	// ConditionOCIRepositoryReady mirrors the OCIRepository's Ready condition.
+	ConditionOCIRepositoryReady = "OCIRepositoryReady"
+	// ConditionControlPlaneAccessReady: the ControlPlane can be reached.
+	ConditionControlPlaneAccessReady = "ControlPlaneAccessReady"
+	// ConditionHelmReleaseReady: the HelmRelease is Ready with the requested chart installed.
+	ConditionHelmReleaseReady = "HelmReleaseReady"
+	// ConditionResourceGraphDefinitionsReady sums up the tenant's RGDs on the ControlPlane.
+	// It reports the tenant's own definitions, not kro's installation, so it does not take
+	// part in Ready.
+	ConditionResourceGraphDefinitionsReady = "ResourceGraphDefinitionsReady"
+	// ConditionDeletionBlocked is True while a deletion waits: for the tenant's resources
+	// to go, for the ControlPlane to answer, or for its missing access to count as gone.
+	ConditionDeletionBlocked = "DeletionBlocked"
+)
+
+// Reasons of a Kro's conditions that name one specific situation, so that alerts and
+// clients can act on them without parsing messages. Ready repeats ReasonReconcileError
+// (the seed's contract) for a step that failed on bad input or an error, and the
+// step's own condition carries the specific reason.
+const (
+	// ReasonNotChecked: the condition's step did not run in the last reconcile; the
+	// message says why (an earlier step waits, or the Kro is being deleted).
+	ReasonNotChecked = "NotChecked"
+
+	// ReasonProviderConfigMissing: the ProviderConfig of the provider's name does not
+	// exist or is being deleted.
+	ReasonProviderConfigMissing = "ProviderConfigMissing"
+	// ReasonVersionNotOffered: spec.version is not among the ProviderConfig's versions;
+	// the message lists those on offer.
+	ReasonVersionNotOffered = "VersionNotOffered"
+	// ReasonInvalidProviderConfig: the version's entry in the ProviderConfig cannot be
+	// used (its helmValues name image pull secrets in a form the provider cannot read).
+	ReasonInvalidProviderConfig = "InvalidProviderConfig"
+
+	// ReasonPullSecretMissing: a pull secret the version names does not exist in the
+	// provider's namespace.
+	ReasonPullSecretMissing = "PullSecretMissing"
+	// ReasonPullSecretWrongType: a pull secret the version names is not of type
+	// kubernetes.io/dockerconfigjson.
+	ReasonPullSecretWrongType = "PullSecretWrongType"
+	// ReasonOwnershipConflict: an object the provider would write (a pull secret copy)
+	// already exists but was not created by the provider for this Kro. The provider
+	// neither takes it over nor deletes it; the message names it and what to do.
+	ReasonOwnershipConflict = "OwnershipConflict"
+
+	// ReasonSourceNotReady: Flux's OCIRepository is not Ready; the message is Flux's.
+	ReasonSourceNotReady = "SourceNotReady"
+	// ReasonReleaseFailed: Flux's HelmRelease is not Ready; the message is Flux's.
+	ReasonReleaseFailed = "ReleaseFailed"
+	// ReasonUpgradeInProgress: the HelmRelease has not yet installed the chart version the
+	// Kro asks for; another version still runs.
+	ReasonUpgradeInProgress = "UpgradeInProgress"
+
+	// ReasonControlPlaneAccessMissing: no access to the ControlPlane exists (standalone:
+	// no kubeconfig secret in the tenant namespace). During a deletion it becomes
+	// ReasonControlPlaneGone once it has lasted the grace period.
+	ReasonControlPlaneAccessMissing = "ControlPlaneAccessMissing"
+	// ReasonKubeconfigInvalid: the ControlPlane's kubeconfig cannot be used.
+	ReasonKubeconfigInvalid = "KubeconfigInvalid"
+	// ReasonControlPlaneUnreachable: the ControlPlane does not answer with its kubeconfig.
+	ReasonControlPlaneUnreachable = "ControlPlaneUnreachable"
+	// ReasonAccessDenied: openmcp denied the provider's AccessRequest for the ControlPlane.
+	// During a deletion a denied request counts as access gone.
+	ReasonAccessDenied = "AccessDenied"
+	// ReasonControlPlaneGone: the ControlPlane is gone for good (under openmcp: its
+	// ClusterRequest or Cluster is gone or being deleted, or access was denied;
+	// standalone: its kubeconfig has been missing for the grace period). A deletion drops
+	// kro without uninstalling it.
+	ReasonControlPlaneGone = "ControlPlaneGone"
+
+	// ReasonResourceGraphDefinitionsNotReady: at least one RGD's Ready condition is not True.
+	ReasonResourceGraphDefinitionsNotReady = "ResourceGraphDefinitionsNotReady"
+	// ReasonUserResourcesPresent: ResourceGraphDefinitions still exist on the ControlPlane,
+	// so the deletion waits.
+	ReasonUserResourcesPresent = "UserResourcesPresent"
+	// ReasonInstancesPresent: instances of CRDs that kro generated still exist on the
+	// ControlPlane (their RGDs are gone), so the deletion waits: without kro they could
+	// never finish deleting.
+	ReasonInstancesPresent = "InstancesPresent"
+	// ReasonUninstalling: Flux is uninstalling kro; nothing blocks the deletion any more.
+	ReasonUninstalling = "Uninstalling"
+	// ReasonOperationIgnored: the Kro is being deleted but carries
+	// openmcp.cloud/operation=ignore, so the deletion is paused.
+	ReasonOperationIgnored = "OperationIgnored"
+)

@@ -1,0 +1,35 @@
+package v1alpha1
+
+// Labels, annotations and the finalizer the provider puts on what it creates, so that it
+// can find its objects again and map them back to their Kro. docs/api.md lists them.
+const (
+	// LabelPrefix is the key prefix of every label and annotation the provider owns.
+	LabelPrefix = "kro.services.open-control-plane.io/"
+	// LabelKroName carries the Kro's name (shortened with a hash when it is no valid label value).
+	LabelKroName = LabelPrefix + "kro-name"
+	// LabelKroNamespace carries the Kro's namespace on the onboarding cluster.
+	LabelKroNamespace = LabelPrefix + "kro-namespace"
+	// LabelProvider carries the provider's name.
+	LabelProvider = LabelPrefix + "provider"
+	// LabelRole says what a copied secret is for: RoleChartPullSecret or RoleImagePullSecret.
+	LabelRole = LabelPrefix + "role"
+	// AnnotationKro is the Kro's exact "namespace/name", whatever its length.
+	AnnotationKro = LabelPrefix + "kro"
+	// AnnotationSourceSecret names the secret in the provider's namespace a copy was made from.
+	AnnotationSourceSecret = LabelPrefix + "source-secret"
+	// LabelManagedBy marks everything the provider creates.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	// ManagedByValue is the value of LabelManagedBy.
+	ManagedByValue = "service-provider-kro"
+	// LabelControlPlaneKubeconfig marks the secret (data key "kubeconfig") in a tenant
+	// namespace that holds the ControlPlane's kubeconfig in standalone mode.
+	LabelControlPlaneKubeconfig = LabelPrefix + "controlplane-kubeconfig"
+
+	// Finalizer keeps a Kro until everything the provider created for it is gone.
+	Finalizer = LabelPrefix + "finalizer"
+
+	// RoleChartPullSecret marks the copy of a chart pull secret in a tenant namespace.
+	RoleChartPullSecret = "chart-pull-secret"
+	// RoleImagePullSecret marks the copy of an image pull secret in kro-system on a ControlPlane.
+	RoleImagePullSecret = "image-pull-secret"
+)
