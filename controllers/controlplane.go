@@ -47,6 +47,8 @@ type ControlPlaneAccess struct {
 	// ResourceGraphDefinitions lists the ControlPlane's RGDs from its cache, sorted by
 	// name. It fails with errRGDsUnknown while the provider cannot tell yet.
 	ResourceGraphDefinitions func(context.Context) ([]krov1alpha1.ResourceGraphDefinition, error)
+	// Instances counts the instances of the CRDs kro generated, from the API server.
+	Instances func(context.Context) ([]InstanceCount, error)
 }
 
 // errRGDsUnknown: the ControlPlane has not been checked for kro's CRD yet.
@@ -81,9 +83,15 @@ type ControlPlanes interface {
 type NotAvailableError struct {
 	// Message says what is awaited, for a condition.
 	Message string
-	// Gone is true when there is no access at all, as opposed to access that does not work.
-	// A ControlPlane that is gone cannot be cleaned up, so deletion does not wait for it.
+	// Gone is true when the ControlPlane is gone for good, by an authoritative signal:
+	// under openmcp a denied AccessRequest, or a ClusterRequest or Cluster that is gone or
+	// being deleted. A ControlPlane that is gone cannot be cleaned up, so a deletion does
+	// not wait for it.
 	Gone bool
+	// Missing is true when there is no access at the moment (standalone: no kubeconfig
+	// secret), which is not proof that the ControlPlane is gone: a secret may be replaced
+	// by delete-and-recreate. A deletion waits for a grace period before it counts as gone.
+	Missing bool
 	// Connecting is true while the first connection with a new kubeconfig is under way
 	// (after a start of the provider, or a rotation): nothing is known yet, good or bad.
 	Connecting bool
@@ -143,6 +151,9 @@ func accessCache(platform cluster.Cluster, mode AccessMode, providerName string)
 	if mode == AccessOpenMCP {
 		byObject = map[client.Object]cache.ByObject{
 			&clustersv1alpha1.AccessRequest{}: {Label: labels.SelectorFromSet(labels.Set{openmcpconst.ManagedByLabel: providerName})},
+			// A ControlPlane's ClusterRequest being deleted or gone tells a deletion that the
+			// ControlPlane is going for good; there is one per ControlPlane.
+			&clustersv1alpha1.ClusterRequest{}: {},
 			// openmcp's access secrets carry no label of ours, so the provider follows the
 			// metadata of every secret (no data) to see a rotation the moment it happens.
 			accessSecretMetadata(): {},
@@ -167,6 +178,7 @@ func (c *engagedControlPlanes) Sources(inTenantNamespace handler.EventHandler) [
 		// the access secret in place, and the reconcile reads it and re-engages.
 		srcs = append(srcs,
 			source.Kind[client.Object](c.kubeconfigs, &clustersv1alpha1.AccessRequest{}, inTenantNamespace),
+			source.Kind[client.Object](c.kubeconfigs, &clustersv1alpha1.ClusterRequest{}, inTenantNamespace),
 			source.Kind[client.Object](c.kubeconfigs, accessSecretMetadata(), inTenantNamespace, predicate.ResourceVersionChangedPredicate{}))
 	default:
 		srcs = append(srcs, source.Kind[client.Object](c.kubeconfigs, &corev1.Secret{}, inTenantNamespace))
@@ -181,7 +193,7 @@ func (c *engagedControlPlanes) Access(ctx context.Context, kro *v1alpha1.Kro) (*
 	}
 	name := clusters.ClusterName(client.ObjectKeyFromObject(kro))
 	secret, kubeconfig, err := c.kubeconfig(ctx, kro, tenantNamespace)
-	if na, ok := asNotAvailable(err); ok && na.Gone {
+	if na, ok := asNotAvailable(err); ok && (na.Gone || na.Missing) {
 		c.provider.Remove(name)
 	}
 	if err != nil {
@@ -189,12 +201,12 @@ func (c *engagedControlPlanes) Access(ctx context.Context, kro *v1alpha1.Kro) (*
 	}
 	state, err := c.provider.Ensure(name, kubeconfig)
 	if err != nil {
-		return nil, &NotAvailableError{Message: fmt.Sprintf("the ControlPlane's kubeconfig in secret %s/%s is unusable: %s", tenantNamespace, secret, err.Error())}
+		return nil, &NotAvailableError{Reason: v1alpha1.ReasonKubeconfigInvalid, Message: fmt.Sprintf("the ControlPlane's kubeconfig in secret %s/%s is unusable: %s", tenantNamespace, secret, err.Error())}
 	}
 	switch state.Phase {
 	case controlplane.Engaged:
 	case controlplane.Unreachable:
-		return nil, &NotAvailableError{Message: fmt.Sprintf("the ControlPlane does not answer (since %s): %s; retrying with backoff",
+		return nil, &NotAvailableError{Reason: v1alpha1.ReasonControlPlaneUnreachable, Message: fmt.Sprintf("the ControlPlane does not answer (since %s): %s; retrying with backoff",
 			state.Since.UTC().Format(time.RFC3339), state.Message)}
 	default:
 		return nil, &NotAvailableError{Connecting: true, Message: "connecting to the ControlPlane"}
@@ -237,6 +249,7 @@ func (c *engagedControlPlanes) Access(ctx context.Context, kro *v1alpha1.Kro) (*
 				return nil, errRGDsUnknown
 			}
 		},
+		Instances: func(ctx context.Context) ([]InstanceCount, error) { return instancesOf(ctx, cl) },
 	}, nil
 }
 
@@ -265,7 +278,7 @@ func (c *engagedControlPlanes) kubeconfig(ctx context.Context, kro *v1alpha1.Kro
 		return "", nil, fmt.Errorf("listing kubeconfig secrets in %s: %w", tenantNamespace, err)
 	}
 	if len(list.Items) == 0 {
-		return "", nil, &NotAvailableError{Gone: true, Message: fmt.Sprintf(
+		return "", nil, &NotAvailableError{Missing: true, Reason: v1alpha1.ReasonControlPlaneAccessMissing, Message: fmt.Sprintf(
 			"waiting for the ControlPlane's kubeconfig: a Secret in namespace %s on the platform cluster labelled %s=true with the key %q",
 			tenantNamespace, v1alpha1.LabelControlPlaneKubeconfig, KubeconfigKey)}
 	}
@@ -281,12 +294,16 @@ func (c *engagedControlPlanes) openmcpKubeconfig(ctx context.Context, kro *v1alp
 	if err != nil {
 		return "", nil, err
 	}
+	if !kro.DeletionTimestamp.IsZero() {
+		// Only a deletion needs to know whether the ControlPlane itself is going: then
+		// nothing on it is worth an uninstall or a guard.
+		if na, err := c.controlPlaneGone(ctx, desired); na != nil || err != nil {
+			return "", nil, errors.Join(err, errOrNil(na))
+		}
+	}
 	ar := &clustersv1alpha1.AccessRequest{}
 	err = c.kubeconfigs.Get(ctx, client.ObjectKeyFromObject(desired), ar)
 	if apierrors.IsNotFound(err) {
-		if !kro.DeletionTimestamp.IsZero() {
-			return "", nil, &NotAvailableError{Gone: true, Message: fmt.Sprintf("AccessRequest %s/%s is gone", desired.Namespace, desired.Name)}
-		}
 		if err := apply(ctx, c.platform, desired); err != nil {
 			return "", nil, fmt.Errorf("requesting access with AccessRequest %s/%s: %w", desired.Namespace, desired.Name, err)
 		}
@@ -313,6 +330,48 @@ func (c *engagedControlPlanes) openmcpKubeconfig(ctx context.Context, kro *v1alp
 		return "", nil, fmt.Errorf("reading access secret %s/%s: %w", ar.Namespace, name, err)
 	}
 	return secretKubeconfig(secret)
+}
+
+// controlPlaneGone reads the ControlPlane's ClusterRequest, which the AccessRequest
+// refers to (from the cache, whose watch brings the Kro back when it changes), and the
+// Cluster it was granted (uncached, only during a deletion): either one gone or being
+// deleted means the ControlPlane is going for good. It returns nil when both are there.
+func (c *engagedControlPlanes) controlPlaneGone(ctx context.Context, ar *clustersv1alpha1.AccessRequest) (*NotAvailableError, error) {
+	ref := ar.Spec.RequestRef
+	cr := &clustersv1alpha1.ClusterRequest{}
+	switch err := c.kubeconfigs.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, cr); {
+	case apierrors.IsNotFound(err):
+		return goneBecause("its ClusterRequest %s/%s is gone", ref.Namespace, ref.Name), nil
+	case err != nil:
+		return nil, fmt.Errorf("reading ClusterRequest %s/%s: %w", ref.Namespace, ref.Name, err)
+	case !cr.DeletionTimestamp.IsZero():
+		return goneBecause("its ClusterRequest %s/%s is being deleted", ref.Namespace, ref.Name), nil
+	case cr.Status.Cluster == nil:
+		return nil, nil
+	}
+	cref := cr.Status.Cluster
+	cl := &clustersv1alpha1.Cluster{}
+	switch err := c.reader.Get(ctx, client.ObjectKey{Namespace: cref.Namespace, Name: cref.Name}, cl); {
+	case apierrors.IsNotFound(err):
+		return goneBecause("its Cluster %s/%s is gone", cref.Namespace, cref.Name), nil
+	case err != nil:
+		return nil, fmt.Errorf("reading Cluster %s/%s: %w", cref.Namespace, cref.Name, err)
+	case !cl.DeletionTimestamp.IsZero():
+		return goneBecause("its Cluster %s/%s is being deleted", cref.Namespace, cref.Name), nil
+	}
+	return nil, nil
+}
+
+func goneBecause(format string, args ...any) *NotAvailableError {
+	return &NotAvailableError{Gone: true, Reason: v1alpha1.ReasonControlPlaneGone, Message: "the ControlPlane is going away: " + fmt.Sprintf(format, args...)}
+}
+
+// errOrNil turns a nil *NotAvailableError into a nil error.
+func errOrNil(na *NotAvailableError) error {
+	if na == nil {
+		return nil
+	}
+	return na
 }
 
 func secretKubeconfig(secret *corev1.Secret) (string, []byte, error) {

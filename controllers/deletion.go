@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
@@ -21,10 +22,12 @@ import (
 )
 
 // reconcileDelete removes kro from the ControlPlane and everything the provider created,
-// in order: wait until no ResourceGraphDefinitions are left, delete the HelmRelease and
-// wait until Flux has uninstalled kro, delete the OCIRepository and every secret copy,
-// then drop the finalizer. Without a HelmRelease nothing is installed and nothing is
-// guarded. It never needs the version to be on offer.
+// in order: wait until no ResourceGraphDefinitions and no instances of the kinds kro
+// generated are left, delete the HelmRelease and wait until Flux has uninstalled kro,
+// delete the OCIRepository and every secret copy, then drop the finalizer. Without a
+// HelmRelease nothing is installed and nothing is guarded. A ControlPlane that is gone
+// for good is not waited for: its HelmRelease is dropped without an uninstall. It never
+// needs the version to be on offer.
 func (r *KroReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
 	s.obs.deleting = true
 	if !controllerutil.ContainsFinalizer(s.kro, v1alpha1.Finalizer) {
@@ -47,7 +50,7 @@ func (r *KroReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Res
 		}
 		// The HelmRelease is watched: its disappearance brings the Kro back.
 		s.obs.waitingFor = fmt.Sprintf("waiting for Flux to uninstall kro from the ControlPlane and remove HelmRelease %s", hrKey)
-		return ctrl.Result{}, nil
+		return s.result(), nil
 	}
 
 	out, err := r.guardDeletion(ctx, s, hr)
@@ -56,11 +59,10 @@ func (r *KroReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Res
 	}
 	if out == wait {
 		// The ControlPlane's RGDs and its engagement are watched: the change that unblocks
-		// the deletion brings the Kro back. The poll is only the safety net.
-		return ctrl.Result{RequeueAfter: s.pollInterval}, nil
+		// the deletion brings the Kro back. Instances and the grace period are rechecked
+		// (s.requeueAfter); the poll is only the safety net.
+		return s.result(), nil
 	}
-	s.obs.set(v1alpha1.ConditionDeletionBlocked, metav1.ConditionFalse, v1alpha1.ReasonReconcileSuccess, "no ResourceGraphDefinitions block the deletion")
-
 	if err := r.Platform.Delete(ctx, hr); client.IgnoreNotFound(err) != nil {
 		return ctrl.Result{}, fmt.Errorf("deleting HelmRelease %s: %w", hrKey, err)
 	}
@@ -69,9 +71,11 @@ func (r *KroReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Res
 	return ctrl.Result{}, nil
 }
 
-// abandonRelease suspends the HelmRelease of a ControlPlane whose access is gone for
-// good, so that Flux deletes it without an uninstall it could never do.
-func (r *KroReconciler) abandonRelease(ctx context.Context, s *scope, hr *helmv2.HelmRelease, na *NotAvailableError) error {
+// abandonRelease suspends the HelmRelease of a ControlPlane that is gone for good, so
+// that Flux deletes it without an uninstall it could never do, and says so.
+func (r *KroReconciler) abandonRelease(ctx context.Context, s *scope, hr *helmv2.HelmRelease, why string) error {
+	msg := fmt.Sprintf("%s: kro is dropped without uninstalling it; HelmRelease %s/%s is suspended and deleted", why, hr.Namespace, hr.Name)
+	s.obs.set(v1alpha1.ConditionDeletionBlocked, metav1.ConditionFalse, v1alpha1.ReasonControlPlaneGone, msg)
 	if hr.Spec.Suspend {
 		return nil
 	}
@@ -80,21 +84,19 @@ func (r *KroReconciler) abandonRelease(ctx context.Context, s *scope, hr *helmv2
 	if err := r.Platform.Patch(ctx, hr, client.MergeFrom(orig), clusters.FieldOwner); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("suspending HelmRelease %s/%s: %w", hr.Namespace, hr.Name, err)
 	}
-	r.Recorder.Eventf(s.kro, nil, corev1.EventTypeWarning, v1alpha1.ReasonControlPlaneGone, "Delete",
-		"the ControlPlane's access is gone (%s); HelmRelease %s/%s is suspended and deleted without uninstalling kro", na.Message, hr.Namespace, hr.Name)
+	r.Recorder.Eventf(s.kro, nil, corev1.EventTypeWarning, v1alpha1.ReasonControlPlaneGone, "Delete", "%s", msg)
 	return nil
 }
 
 // uninstalling reports a deletion whose HelmRelease is already being deleted: the
 // uninstall is under way and nothing stops it any more, so nothing is guarded. An RGD
 // created since is named as one that will be orphaned, not as a reason to block. When
-// the ControlPlane's access is gone for good meanwhile, the release is abandoned.
+// the ControlPlane turns out to be gone for good meanwhile, the release is abandoned.
 func (r *KroReconciler) uninstalling(ctx context.Context, s *scope, hr *helmv2.HelmRelease) error {
 	msg := "the uninstall of kro from the ControlPlane is under way; nothing blocks the deletion any more"
-	access, err := r.ControlPlanes.Access(ctx, s.kro)
-	na, notAvailable := asNotAvailable(err)
+	access, na, err := r.deletionAccess(ctx, s)
 	switch {
-	case err != nil && !notAvailable:
+	case err != nil:
 		return err
 	case access != nil:
 		if list, err := access.ResourceGraphDefinitions(ctx); err == nil && len(list) > 0 {
@@ -102,21 +104,24 @@ func (r *KroReconciler) uninstalling(ctx context.Context, s *scope, hr *helmv2.H
 			msg = fmt.Sprintf("%s; %d ResourceGraphDefinitions created since it began will be orphaned, as kro no longer runs to manage them: %s; delete them on the ControlPlane",
 				msg, len(names), listNames(names))
 		}
-	case na.Gone:
-		if err := r.abandonRelease(ctx, s, hr, na); err != nil {
-			return err
+	default:
+		if gone, why := r.accessGone(s, na, time.Now()); gone {
+			return r.abandonRelease(ctx, s, hr, why)
+		}
+		if s.obs.accessMissingSince != nil {
+			return nil // accessGone said what the deletion waits for
 		}
 	}
-	s.obs.set(v1alpha1.ConditionDeletionBlocked, metav1.ConditionFalse, v1alpha1.ReasonReconcileSuccess, msg)
+	s.obs.set(v1alpha1.ConditionDeletionBlocked, metav1.ConditionFalse, v1alpha1.ReasonUninstalling, msg)
 	return nil
 }
 
 // finishDeletion runs once no HelmRelease is left: kro was never installed, or Flux has
-// uninstalled it (or dropped it with the ControlPlane's access). Nothing on the
-// ControlPlane needs guarding and its access is not needed, since it may never come (a
-// pending or denied AccessRequest, the kubeconfig of a destroyed ControlPlane). What the
-// provider made is removed, the access released, the tenant namespace deleted if the
-// provider created it and it is empty, then the finalizer.
+// uninstalled it (or dropped it with the ControlPlane). Nothing on the ControlPlane needs
+// guarding and its access is not needed, since it may never come (a pending or denied
+// AccessRequest, the kubeconfig of a destroyed ControlPlane). What the provider made is
+// removed, the access released, the tenant namespace deleted if the provider created it
+// and it is empty, then the finalizer.
 func (r *KroReconciler) finishDeletion(ctx context.Context, s *scope) (ctrl.Result, error) {
 	access, out, err := r.cleanupAccess(ctx, s)
 	if err != nil || out == wait {
@@ -145,13 +150,12 @@ func (r *KroReconciler) finishDeletion(ctx context.Context, s *scope) (ctrl.Resu
 // reached does not hold up a deletion that has nothing to uninstall. It waits only while
 // a connection is being made, whose outcome brings the Kro back.
 func (r *KroReconciler) cleanupAccess(ctx context.Context, s *scope) (*ControlPlaneAccess, outcome, error) {
-	access, err := r.ControlPlanes.Access(ctx, s.kro)
-	na, notAvailable := asNotAvailable(err)
+	access, na, err := r.deletionAccess(ctx, s)
 	switch {
-	case err == nil:
-		return access, proceed, nil
-	case !notAvailable:
+	case err != nil:
 		return nil, proceed, err
+	case access != nil:
+		return access, proceed, nil
 	case na.Connecting:
 		s.undecided = true
 		return nil, wait, nil
@@ -160,47 +164,146 @@ func (r *KroReconciler) cleanupAccess(ctx context.Context, s *scope) (*ControlPl
 	}
 }
 
-// guardDeletion lets the uninstall of an existing HelmRelease go ahead only when no
-// ResourceGraphDefinitions are left on the ControlPlane. When the ControlPlane's access
-// is gone for good (no kubeconfig, no or a denied AccessRequest) there is nothing left to
-// protect and Flux could never uninstall: the HelmRelease is suspended, so that Flux
-// deletes it without an uninstall.
-func (r *KroReconciler) guardDeletion(ctx context.Context, s *scope, hr *helmv2.HelmRelease) (outcome, error) {
+// deletionAccess looks for the ControlPlane's access during a deletion and reports it
+// in ControlPlaneAccessReady: the access when it works, else why not.
+func (r *KroReconciler) deletionAccess(ctx context.Context, s *scope) (*ControlPlaneAccess, *NotAvailableError, error) {
 	access, err := r.ControlPlanes.Access(ctx, s.kro)
 	na, notAvailable := asNotAvailable(err)
 	switch {
 	case err != nil && !notAvailable:
+		return nil, nil, err
+	case notAvailable:
+		s.obs.set(v1alpha1.ConditionControlPlaneAccessReady, metav1.ConditionFalse, na.reason(), na.Message)
+		return nil, na, nil
+	}
+	s.access = access
+	s.obs.accessMissing(s.kro, nil, time.Now())
+	s.obs.set(v1alpha1.ConditionControlPlaneAccessReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess,
+		fmt.Sprintf("the ControlPlane is reached through the kubeconfig in secret %s/%s", s.tenantNamespace, access.Kubeconfig.Name))
+	return access, nil, nil
+}
+
+// accessGone decides, during a deletion, whether a ControlPlane without access counts
+// as gone for good: by an authoritative signal (na.Gone), or once its access has been
+// missing for the grace period, counted from the first time it was seen missing (a
+// kubeconfig secret replaced by delete-and-recreate is back long before). While the
+// grace period runs, DeletionBlocked says until when, and the Kro comes back then.
+func (r *KroReconciler) accessGone(s *scope, na *NotAvailableError, now time.Time) (bool, string) {
+	s.obs.accessMissing(s.kro, na, now)
+	switch {
+	case na.Gone:
+		return true, na.Message
+	case !na.Missing:
+		return false, ""
+	}
+	since := s.obs.accessMissingSince.Time
+	grace := r.gracePeriod()
+	deadline := since.Add(grace)
+	if !now.Before(deadline) {
+		return true, fmt.Sprintf("the ControlPlane's access has been missing since %s, longer than the grace period of %s (%s)",
+			since.UTC().Format(time.RFC3339), grace, na.Message)
+	}
+	msg := fmt.Sprintf("the ControlPlane's access has been missing since %s; kro will be dropped without uninstalling at %s unless it comes back (%s)",
+		since.UTC().Format(time.RFC3339), deadline.UTC().Format(time.RFC3339), na.Message)
+	s.obs.set(v1alpha1.ConditionDeletionBlocked, metav1.ConditionTrue, v1alpha1.ReasonControlPlaneAccessMissing, msg)
+	s.obs.waitingFor = msg
+	s.requeue(deadline.Sub(now))
+	return false, ""
+}
+
+// accessMissing records whether the ControlPlane's access is missing (na.Missing), and
+// since when: the time already in the status, or now. Access that exists, even if it
+// does not work, is not missing.
+func (o *observation) accessMissing(kro *v1alpha1.Kro, na *NotAvailableError, now time.Time) {
+	o.accessChecked = true
+	switch {
+	case na == nil || !na.Missing:
+		o.accessMissingSince = nil
+	case kro.Status.AccessMissingSince != nil:
+		o.accessMissingSince = kro.Status.AccessMissingSince.DeepCopy()
+	default:
+		t := metav1.NewTime(now.Truncate(time.Second))
+		o.accessMissingSince = &t
+	}
+}
+
+// instanceRecheck is how often a deletion blocked by instances of kro's kinds looks
+// again. Instances are not watched (a watch per generated kind and ControlPlane would
+// cost on every ControlPlane all the time), so the last one deleted is seen within this.
+const instanceRecheck = 2 * time.Second
+
+// guardDeletion lets the uninstall of an existing HelmRelease go ahead only when no
+// ResourceGraphDefinitions and no instances of kinds kro generated are left on the
+// ControlPlane. When the ControlPlane is gone for good there is nothing left to protect
+// and Flux could never uninstall: the HelmRelease is abandoned.
+func (r *KroReconciler) guardDeletion(ctx context.Context, s *scope, hr *helmv2.HelmRelease) (outcome, error) {
+	access, na, err := r.deletionAccess(ctx, s)
+	switch {
+	case err != nil:
 		return proceed, err
 	case access != nil:
-		list, err := access.ResourceGraphDefinitions(ctx)
-		if errors.Is(err, errRGDsUnknown) {
-			msg := "cannot check the ControlPlane for ResourceGraphDefinitions yet: " + err.Error()
-			s.obs.set(v1alpha1.ConditionDeletionBlocked, metav1.ConditionTrue, v1alpha1.ReasonReconciling, msg)
-			s.obs.waitingFor = msg
-			return wait, nil
-		}
-		if err != nil {
-			s.obs.waitingFor = "checking the ControlPlane for ResourceGraphDefinitions failed: " + summarize(err)
-			return proceed, err
-		}
-		rgds := rgdNames(list)
-		if len(rgds) > 0 {
-			msg := fmt.Sprintf("%d ResourceGraphDefinitions still exist on the ControlPlane: %s; delete them to let kro be removed",
-				len(rgds), listNames(rgds))
-			s.obs.set(v1alpha1.ConditionDeletionBlocked, metav1.ConditionTrue, v1alpha1.ReasonUserResourcesPresent, msg)
-			s.obs.waitingFor = msg
-			return wait, nil
-		}
-		return proceed, nil
-	case na.Gone:
-		return proceed, r.abandonRelease(ctx, s, hr, na)
-	default:
-		s.undecided = na.Connecting
-		msg := "cannot check the ControlPlane for ResourceGraphDefinitions: " + na.Message
-		s.obs.set(v1alpha1.ConditionDeletionBlocked, metav1.ConditionTrue, v1alpha1.ReasonReconcileError, msg)
-		s.obs.waitingFor = msg
+		return r.guardUserResources(ctx, s, access)
+	}
+	if gone, why := r.accessGone(s, na, time.Now()); gone {
+		return proceed, r.abandonRelease(ctx, s, hr, why)
+	}
+	if na.Missing {
+		return wait, nil // accessGone said until when
+	}
+	s.undecided = na.Connecting
+	s.obs.blocked(na.reason(), "cannot check the ControlPlane for ResourceGraphDefinitions: "+na.Message)
+	return wait, nil
+}
+
+// guardUserResources blocks the deletion while the tenant's RGDs or instances of the
+// kinds kro generated for them exist: uninstalling kro would orphan them, and instances
+// that carry kro's finalizer could never finish deleting.
+func (r *KroReconciler) guardUserResources(ctx context.Context, s *scope, access *ControlPlaneAccess) (outcome, error) {
+	list, err := access.ResourceGraphDefinitions(ctx)
+	if errors.Is(err, errRGDsUnknown) {
+		s.obs.rgdsKeep = true
+		s.obs.blocked(v1alpha1.ReasonReconciling, "cannot check the ControlPlane for ResourceGraphDefinitions yet: "+err.Error())
 		return wait, nil
 	}
+	if err != nil {
+		s.obs.waitingFor = "checking the ControlPlane for ResourceGraphDefinitions failed: " + summarize(err)
+		return proceed, err
+	}
+	s.obs.rgds = summarizeRGDs(list)
+	rgdCondition(&s.obs, s.obs.rgds)
+	instances, err := access.Instances(ctx)
+	if err != nil {
+		s.obs.waitingFor = "checking the ControlPlane for instances of kro's kinds failed: " + summarize(err)
+		return proceed, err
+	}
+	if len(instances) > 0 {
+		s.requeue(instanceRecheck)
+	}
+	rgds := rgdNames(list)
+	switch {
+	case len(rgds) > 0 && len(instances) > 0:
+		s.obs.blocked(v1alpha1.ReasonUserResourcesPresent, fmt.Sprintf(
+			"%d ResourceGraphDefinitions still exist on the ControlPlane: %s, and %d instances of their kinds: %s; delete the instances first, while their RGDs exist, then the RGDs, to let kro be removed",
+			len(rgds), listNames(rgds), totalInstances(instances), listInstances(instances)))
+	case len(rgds) > 0:
+		s.obs.blocked(v1alpha1.ReasonUserResourcesPresent, fmt.Sprintf(
+			"%d ResourceGraphDefinitions still exist on the ControlPlane: %s; delete them to let kro be removed", len(rgds), listNames(rgds)))
+	case len(instances) > 0:
+		s.obs.blocked(v1alpha1.ReasonInstancesPresent, fmt.Sprintf(
+			"%d instances of kinds kro generated still exist on the ControlPlane although their ResourceGraphDefinitions are gone: %s; kro cannot finish deleting them without their RGD: recreate the RGD (%s) so that kro can finish them and delete the instances while it exists, then the RGD",
+			totalInstances(instances), listInstances(instances), rgdsOfInstances(instances)))
+	default:
+		s.obs.set(v1alpha1.ConditionDeletionBlocked, metav1.ConditionFalse, v1alpha1.ReasonReconcileSuccess,
+			"no ResourceGraphDefinitions and no instances of kro's kinds block the deletion")
+		return proceed, nil
+	}
+	return wait, nil
+}
+
+// blocked says what a deletion waits for, in DeletionBlocked and in Ready.
+func (o *observation) blocked(reason, msg string) {
+	o.set(v1alpha1.ConditionDeletionBlocked, metav1.ConditionTrue, reason, msg)
+	o.waitingFor = msg
 }
 
 // removeLeftovers deletes the OCIRepository and every secret copy, on the ControlPlane

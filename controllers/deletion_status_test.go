@@ -51,7 +51,7 @@ func TestDeletionWhenNothingWasInstalled(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "controlplane-access", Namespace: tenant, Labels: map[string]string{v1alpha1.LabelControlPlaneKubeconfig: "true"}},
 		Data:       map[string][]byte{KubeconfigKey: unreachableKubeconfig(g)},
 	})).To(Succeed())
-	eventuallyCondition(g, k, v1alpha1.ConditionControlPlaneAccessReady, metav1.ConditionFalse, v1alpha1.ReasonReconciling, "does not answer")
+	eventuallyCondition(g, k, v1alpha1.ConditionControlPlaneAccessReady, metav1.ConditionFalse, v1alpha1.ReasonControlPlaneUnreachable, "does not answer")
 	getOCIRepository(g, k)
 	chartCopy := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: providerName + "-" + chartSecret}}
 	g.Expect(platform.Client.Get(ctx, client.ObjectKeyFromObject(chartCopy), chartCopy)).To(Succeed())
@@ -273,7 +273,7 @@ func TestUpgradeReportedOnceInstalled(t *testing.T) {
 
 	// A failed upgrade (rolled back) says which version still runs.
 	fluxReady(g, hr, metav1.ConditionFalse, "upgrade retries exhausted")
-	k = eventuallyCondition(g, k, v1alpha1.ConditionHelmReleaseReady, metav1.ConditionFalse, v1alpha1.ReasonReconcileError,
+	k = eventuallyCondition(g, k, v1alpha1.ConditionHelmReleaseReady, metav1.ConditionFalse, v1alpha1.ReasonReleaseFailed,
 		"upgrading kro from 0.9.3 to 0.9.4 failed", "upgrade retries exhausted", "kro 0.9.3 still runs")
 	g.Expect(k.Status.ChartVersion).To(Equal("0.9.3"))
 

@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/version"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
@@ -23,7 +26,7 @@ func (r *KroReconciler) reconcileOCIRepository(ctx context.Context, s *scope) (o
 		return proceed, fmt.Errorf("applying OCIRepository %s/%s: %w", repo.Namespace, repo.Name, err)
 	}
 	status, message := fluxReadiness(repo.Generation, repo.Status.ObservedGeneration, repo.Status.Conditions)
-	s.obs.managed = append(s.obs.managed, managedFlux(sourcev1.GroupVersion.String(), sourcev1.OCIRepositoryKind, repo.Namespace, repo.Name, status, message))
+	s.obs.managed = append(s.obs.managed, managedFlux(repo, status, message))
 	fluxCondition(&s.obs, v1alpha1.ConditionOCIRepositoryReady, "OCIRepository "+repo.Namespace+"/"+repo.Name, status, message)
 	return proceed, nil
 }
@@ -33,12 +36,14 @@ func (r *KroReconciler) observeControlPlane(ctx context.Context, s *scope) (outc
 	access, err := r.ControlPlanes.Access(ctx, s.kro)
 	if na, ok := asNotAvailable(err); ok {
 		s.undecided = na.Connecting
+		s.obs.accessMissing(s.kro, na, time.Now())
 		s.obs.set(v1alpha1.ConditionControlPlaneAccessReady, metav1.ConditionFalse, na.reason(), na.Message)
 		return wait, nil
 	}
 	if err != nil {
 		return proceed, err
 	}
+	s.obs.accessMissing(s.kro, nil, time.Now())
 	s.access = access
 	s.obs.set(v1alpha1.ConditionControlPlaneAccessReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess,
 		fmt.Sprintf("the ControlPlane is reached through the kubeconfig in secret %s/%s", s.tenantNamespace, access.Kubeconfig.Name))
@@ -47,8 +52,9 @@ func (r *KroReconciler) observeControlPlane(ctx context.Context, s *scope) (outc
 	switch {
 	case errors.Is(err, errRGDsUnknown):
 		// Right after an engagement (a restart, a rotation) the RGDs are not known yet:
-		// keep what was reported before rather than flip to Unknown and back.
-		if prev := meta.FindStatusCondition(s.kro.Status.Conditions, v1alpha1.ConditionResourceGraphDefinitionsReady); prev != nil {
+		// keep what was reported before, with its time, rather than flip to Unknown and back.
+		s.obs.rgdsKeep = true
+		if prev := meta.FindStatusCondition(s.kro.Status.Conditions, v1alpha1.ConditionResourceGraphDefinitionsReady); prev != nil && prev.Reason != v1alpha1.ReasonNotChecked {
 			s.obs.set(prev.Type, prev.Status, prev.Reason, prev.Message)
 		} else {
 			s.obs.set(v1alpha1.ConditionResourceGraphDefinitionsReady, metav1.ConditionUnknown, v1alpha1.ReasonReconciling, err.Error())
@@ -70,7 +76,7 @@ func (r *KroReconciler) reconcileHelmRelease(ctx context.Context, s *scope) (out
 		return proceed, fmt.Errorf("applying HelmRelease %s/%s: %w", hr.Namespace, hr.Name, err)
 	}
 	status, message := fluxReadiness(hr.Generation, hr.Status.ObservedGeneration, hr.Status.Conditions)
-	s.obs.managed = append(s.obs.managed, managedFlux(helmv2.GroupVersion.String(), helmv2.HelmReleaseKind, hr.Namespace, hr.Name, status, message))
+	s.obs.managed = append(s.obs.managed, managedFlux(hr, status, message))
 	installedCondition(&s.obs, "HelmRelease "+hr.Namespace+"/"+hr.Name, s.version.ChartVersion, installedChart(hr), status, message)
 	return proceed, nil
 }
@@ -93,7 +99,7 @@ func installedCondition(obs *observation, what, wanted, installed string, status
 		}
 		fluxCondition(obs, v1alpha1.ConditionHelmReleaseReady, what, status, message)
 	case status == metav1.ConditionFalse:
-		obs.set(v1alpha1.ConditionHelmReleaseReady, status, v1alpha1.ReasonReconcileError, fmt.Sprintf(
+		obs.set(v1alpha1.ConditionHelmReleaseReady, status, v1alpha1.ReasonReleaseFailed, fmt.Sprintf(
 			"%s kro from %s to %s failed: %s is not ready: %s; kro %s still runs",
 			changeVerb(installed, wanted), obs.chartVersion, wanted, what, message, obs.chartVersion))
 	default:
@@ -141,9 +147,13 @@ func changeVerb(from, to string) string {
 	return "upgrading"
 }
 
-func managedFlux(apiVersion, kind, namespace, name string, ready metav1.ConditionStatus, message string) v1alpha1.ManagedResource {
+func managedFlux(o client.Object, ready metav1.ConditionStatus, message string) v1alpha1.ManagedResource {
+	gvk := o.GetObjectKind().GroupVersionKind()
+	if gvk.Empty() {
+		gvk, _ = apiutil.GVKForObject(o, clusters.Scheme)
+	}
 	return v1alpha1.ManagedResource{
-		Cluster: clusters.Platform, APIVersion: apiVersion, Kind: kind, Namespace: namespace, Name: name,
+		Cluster: clusters.Platform, APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Namespace: o.GetNamespace(), Name: o.GetName(),
 		Ready: ready, Message: message,
 	}
 }

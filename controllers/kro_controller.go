@@ -43,7 +43,15 @@ type KroReconciler struct {
 	PodNamespace string
 	// MaxConcurrentReconciles is how many Kros are reconciled at once (default 10).
 	MaxConcurrentReconciles int
+	// AccessGracePeriod is how long a ControlPlane's access must be missing before a
+	// deletion counts the ControlPlane as gone (default DefaultAccessGracePeriod).
+	AccessGracePeriod time.Duration
 }
+
+// DefaultAccessGracePeriod is the default of KroReconciler.AccessGracePeriod: long
+// enough for a kubeconfig secret to be replaced or relabelled, short enough that a
+// destroyed ControlPlane does not hold its Kro for long.
+const DefaultAccessGracePeriod = 5 * time.Minute
 
 // outcome of a step that did not fail.
 type outcome int
@@ -75,8 +83,29 @@ type scope struct {
 	// than the status already says; it leaves the status alone. The engagement's outcome
 	// brings the Kro back.
 	undecided bool
+	// requeueAfter, when set, brings the Kro back sooner than the poll: a deletion that
+	// rechecks instances or waits for the end of a grace period.
+	requeueAfter time.Duration
 	// writes tracks this reconcile's writes to the Kro, to wait for the cache at the end.
 	writes writeTracker
+}
+
+// requeue asks for the Kro to come back within d.
+func (s *scope) requeue(d time.Duration) {
+	if d <= 0 {
+		d = time.Second
+	}
+	if s.requeueAfter == 0 || d < s.requeueAfter {
+		s.requeueAfter = d
+	}
+}
+
+// result is the reconcile's result: back within the poll interval, or sooner if asked.
+func (s *scope) result() ctrl.Result {
+	if s.requeueAfter > 0 && s.requeueAfter < s.pollInterval {
+		return ctrl.Result{RequeueAfter: s.requeueAfter}
+	}
+	return ctrl.Result{RequeueAfter: s.pollInterval}
 }
 
 // step is one part of the reconcile. Its error is reported under cond.
@@ -153,6 +182,9 @@ func (r *KroReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl
 func (r *KroReconciler) writeStatus(ctx context.Context, s *scope, before *v1alpha1.KroStatus, reconcileErr error) error {
 	if s.finalized || s.undecided {
 		return nil
+	}
+	if err := r.inventory(ctx, s); err != nil {
+		return err
 	}
 	now := metav1.Now()
 	updated := computeStatus(*before, s.kro.Generation, s.obs, now)
@@ -254,6 +286,13 @@ func (r *KroReconciler) reportIgnoredDeletion(ctx context.Context, kro *v1alpha1
 	err := r.Onboarding.Status().Patch(ctx, kro, client.MergeFrom(base))
 	waitForCache(ctx, r.Onboarding, client.ObjectKeyFromObject(kro), &w)
 	return client.IgnoreNotFound(err)
+}
+
+func (r *KroReconciler) gracePeriod() time.Duration {
+	if r.AccessGracePeriod > 0 {
+		return r.AccessGracePeriod
+	}
+	return DefaultAccessGracePeriod
 }
 
 func (r *KroReconciler) concurrency() int {

@@ -37,7 +37,7 @@ func TestHappyPathToReady(t *testing.T) {
 
 	k := newKro(g, ns, "cp-1", version)
 	// Without access to the ControlPlane, the Kro says what it waits for.
-	eventuallyCondition(g, k, v1alpha1.ConditionControlPlaneAccessReady, metav1.ConditionFalse, v1alpha1.ReasonReconciling, "kubeconfig", v1alpha1.LabelControlPlaneKubeconfig)
+	eventuallyCondition(g, k, v1alpha1.ConditionControlPlaneAccessReady, metav1.ConditionFalse, v1alpha1.ReasonControlPlaneAccessMissing, "kubeconfig", v1alpha1.LabelControlPlaneKubeconfig)
 	g.Expect(getKro(g, k).Status.Phase).To(Equal(v1alpha1.PhaseProgressing))
 
 	tenant := tenantNamespace(g, k)
@@ -124,8 +124,8 @@ func TestHappyPathToReady(t *testing.T) {
 	))
 
 	// Events on transitions, with the condition reasons.
-	eventuallyEvent(g, k, "Normal/"+v1alpha1.ReasonReconciling, v1alpha1.ConditionControlPlaneAccessReady)
-	eventuallyEvent(g, k, "Warning/"+v1alpha1.ReasonReconcileError, v1alpha1.ConditionHelmReleaseReady, "install retries exhausted")
+	eventuallyEvent(g, k, "Normal/"+v1alpha1.ReasonControlPlaneAccessMissing, v1alpha1.ConditionControlPlaneAccessReady)
+	eventuallyEvent(g, k, "Warning/"+v1alpha1.ReasonReleaseFailed, v1alpha1.ConditionHelmReleaseReady, "install retries exhausted")
 	eventuallyEvent(g, k, "Normal/"+v1alpha1.ReasonReconcileSuccess)
 	// No secret material anywhere in the status or the events.
 	statusJSON, err := json.Marshal(k.Status)
@@ -207,10 +207,10 @@ func TestUnknownVersionFixedByProviderConfig(t *testing.T) {
 	k = eventuallyCondition(g, k, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonReconcileError,
 		`version "`+version+`" is not offered`, baseVersion)
 	g.Expect(k.Status.Phase).To(Equal(v1alpha1.PhaseProgressing))
-	g.Expect(condition(k, v1alpha1.ConditionVersionResolved).Reason).To(Equal(v1alpha1.ReasonReconcileError))
-	eventuallyEvent(g, k, "Warning/"+v1alpha1.ReasonReconcileError, "not offered")
+	g.Expect(condition(k, v1alpha1.ConditionVersionResolved).Reason).To(Equal(v1alpha1.ReasonVersionNotOffered))
+	eventuallyEvent(g, k, "Warning/"+v1alpha1.ReasonVersionNotOffered, "not offered")
 	// Nothing else progresses.
-	g.Expect(condition(k, v1alpha1.ConditionOCIRepositoryReady)).To(BeNil())
+	g.Expect(condition(k, v1alpha1.ConditionOCIRepositoryReady).Reason).To(Equal(v1alpha1.ReasonNotChecked))
 	g.Consistently(func(g Gomega) {
 		repos := &sourcev1.OCIRepositoryList{}
 		g.Expect(platform.Client.List(context.Background(), repos, client.InNamespace(tenantNamespace(g, k)))).To(Succeed())
@@ -237,7 +237,7 @@ func TestUnknownVersionFixedByProviderConfig(t *testing.T) {
 	k = getKro(g, k)
 	k.Spec.Version = "v-nope"
 	g.Expect(onboarding.Client.Update(context.Background(), k)).To(Succeed())
-	eventuallyCondition(g, k, v1alpha1.ConditionVersionResolved, metav1.ConditionFalse, v1alpha1.ReasonReconcileError, `"v-nope"`, version)
+	eventuallyCondition(g, k, v1alpha1.ConditionVersionResolved, metav1.ConditionFalse, v1alpha1.ReasonVersionNotOffered, `"v-nope"`, version)
 }
 
 func TestSwitchingVersions(t *testing.T) {
@@ -326,17 +326,17 @@ func TestMissingAndWrongTypedSecrets(t *testing.T) {
 	offerVersion(g, v1alpha1.KroVersion{Version: version, ChartVersion: "0.9.3", ChartPullSecret: chartSecret, HelmValues: helmValues(imageSecret)})
 	k := newKro(g, ns, "secrets", version)
 
-	k = eventuallyCondition(g, k, v1alpha1.ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonReconcileError,
+	k = eventuallyCondition(g, k, v1alpha1.ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonPullSecretMissing,
 		`secret "`+chartSecret+`"`, "not found in namespace "+podNamespace, `secret "`+imageSecret+`"`)
 	g.Expect(condition(k, v1alpha1.ConditionReady).Reason).To(Equal(v1alpha1.ReasonReconcileError))
-	eventuallyEvent(g, k, "Warning/"+v1alpha1.ReasonReconcileError, chartSecret, "not found")
-	g.Expect(condition(k, v1alpha1.ConditionOCIRepositoryReady)).To(BeNil())
+	eventuallyEvent(g, k, "Warning/"+v1alpha1.ReasonPullSecretMissing, chartSecret, "not found")
+	g.Expect(condition(k, v1alpha1.ConditionOCIRepositoryReady).Reason).To(Equal(v1alpha1.ReasonNotChecked))
 
 	// Wrong type: named, with what is wrong. The watch on source secrets brings it back.
 	sourceSecret(g, chartSecret, corev1.SecretTypeOpaque, "x")
-	eventuallyCondition(g, k, v1alpha1.ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonReconcileError,
+	eventuallyCondition(g, k, v1alpha1.ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonPullSecretWrongType,
 		chartSecret, `has type "Opaque", expected kubernetes.io/dockerconfigjson`)
-	eventuallyEvent(g, k, "Warning/"+v1alpha1.ReasonReconcileError, "Opaque")
+	eventuallyEvent(g, k, "Warning/"+v1alpha1.ReasonPullSecretWrongType, "Opaque")
 
 	g.Expect(platform.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: podNamespace, Name: chartSecret}})).To(Succeed())
 	sourceSecret(g, chartSecret, corev1.SecretTypeDockerConfigJson, "x")
@@ -384,7 +384,7 @@ func TestDeletionBlockedByResourceGraphDefinitions(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		g.Expect(getHelmRelease(g, k).DeletionTimestamp).NotTo(BeNil())
 	}, timeout, interval).Should(Succeed())
-	k = eventuallyCondition(g, k, v1alpha1.ConditionDeletionBlocked, metav1.ConditionFalse, v1alpha1.ReasonReconcileSuccess)
+	k = eventuallyCondition(g, k, v1alpha1.ConditionDeletionBlocked, metav1.ConditionFalse, v1alpha1.ReasonUninstalling)
 	g.Expect(condition(k, v1alpha1.ConditionReady).Message).To(ContainSubstring("waiting for Flux to uninstall"))
 	g.Consistently(func(g Gomega) { getOCIRepository(g, k) }, time.Second, 200*time.Millisecond).Should(Succeed())
 
@@ -409,7 +409,7 @@ func TestDeletionAfterVersionWithdrawn(t *testing.T) {
 	tenant := tenantNamespace(g, k)
 
 	withdrawVersion(g, version)
-	eventuallyCondition(g, k, v1alpha1.ConditionVersionResolved, metav1.ConditionFalse, v1alpha1.ReasonReconcileError, "not offered")
+	eventuallyCondition(g, k, v1alpha1.ConditionVersionResolved, metav1.ConditionFalse, v1alpha1.ReasonVersionNotOffered, "not offered")
 	deleteKro(g, k)
 	eventuallyGone(g, onboarding.Client, k)
 	eventuallyGone(g, platform.Client, &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: providerName}})
@@ -432,6 +432,11 @@ func TestAccessSecretGoneDuringDeletion(t *testing.T) {
 
 	g.Expect(platform.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "controlplane-access"}})).To(Succeed())
 	deleteKro(g, k)
+	// One read without the kubeconfig is no proof: the grace period runs first, and says so.
+	blocked := eventuallyCondition(g, k, v1alpha1.ConditionDeletionBlocked, metav1.ConditionTrue, v1alpha1.ReasonControlPlaneAccessMissing,
+		"the ControlPlane's access has been missing since", "kro will be dropped without uninstalling at")
+	g.Expect(blocked.Status.AccessMissingSince).NotTo(BeNil())
+	g.Expect(getHelmRelease(g, k).DeletionTimestamp).To(BeNil(), "nothing is dropped during the grace period")
 	g.Eventually(func(g Gomega) {
 		hr := getHelmRelease(g, k)
 		g.Expect(hr.Spec.Suspend).To(BeTrue())
@@ -479,7 +484,7 @@ func TestOperationAnnotations(t *testing.T) {
 	k = getKro(g, k)
 	k.Annotations[constants.OperationAnnotation] = constants.OperationAnnotationValueReconcile
 	g.Expect(onboarding.Client.Update(ctx, k)).To(Succeed())
-	eventuallyCondition(g, k, v1alpha1.ConditionVersionResolved, metav1.ConditionFalse, v1alpha1.ReasonReconcileError, "v-not-offered")
+	eventuallyCondition(g, k, v1alpha1.ConditionVersionResolved, metav1.ConditionFalse, v1alpha1.ReasonVersionNotOffered, "v-not-offered")
 	g.Eventually(func(g Gomega) {
 		got := getKro(g, k)
 		g.Expect(got.Annotations).NotTo(HaveKey(constants.OperationAnnotation))

@@ -122,8 +122,9 @@ func TestRGDReadinessInTheKroStatus(t *testing.T) {
 
 	k = eventuallyCondition(g, k, v1alpha1.ConditionResourceGraphDefinitionsReady, metav1.ConditionFalse, v1alpha1.ReasonResourceGraphDefinitionsNotReady,
 		"1 of 2 ResourceGraphDefinitions", bad.GetName()+" (InvalidResourceGraph)")
+	g.Expect(k.Status.ResourceGraphDefinitions.ObservedTime.IsZero()).To(BeFalse(), "the figures carry the time they were observed")
 	g.Expect(k.Status.ResourceGraphDefinitions).To(Equal(&v1alpha1.ResourceGraphDefinitionSummary{
-		Total: 2, Ready: 1,
+		ObservedTime: k.Status.ResourceGraphDefinitions.ObservedTime, Total: 2, Ready: 1,
 		NotReady: []v1alpha1.ResourceGraphDefinitionState{{Name: bad.GetName(), Reason: "InvalidResourceGraph", Message: "resource web: unknown field spec.replica"}},
 	}))
 	// The tenant's definitions do not make kro's installation less ready.
@@ -131,7 +132,8 @@ func TestRGDReadinessInTheKroStatus(t *testing.T) {
 
 	g.Expect(controlPlane.Client.Delete(ctx, bad)).To(Succeed())
 	eventuallyCondition(g, k, v1alpha1.ConditionResourceGraphDefinitionsReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, "1 ResourceGraphDefinitions on the ControlPlane, all Ready")
-	g.Expect(rgdSummary(g, k)).To(Equal(&v1alpha1.ResourceGraphDefinitionSummary{Total: 1, Ready: 1}))
+	sum := rgdSummary(g, k)
+	g.Expect(sum).To(Equal(&v1alpha1.ResourceGraphDefinitionSummary{ObservedTime: sum.ObservedTime, Total: 1, Ready: 1}))
 }
 
 func TestRGDCRDInstalledAfterEngagement(t *testing.T) {
@@ -162,7 +164,7 @@ func TestUnreachableControlPlane(t *testing.T) {
 	up := readyKro(t, g, ns, "up", version)
 
 	g.Expect(flaky.StopAPIServer()).To(Succeed())
-	down = eventuallyCondition(g, down, v1alpha1.ConditionControlPlaneAccessReady, metav1.ConditionFalse, v1alpha1.ReasonReconciling, "the ControlPlane does not answer", "connection refused")
+	down = eventuallyCondition(g, down, v1alpha1.ConditionControlPlaneAccessReady, metav1.ConditionFalse, v1alpha1.ReasonControlPlaneUnreachable, "the ControlPlane does not answer", "connection refused")
 	g.Expect(down.Status.Phase).To(Equal(v1alpha1.PhaseProgressing))
 	g.Expect(condition(down, v1alpha1.ConditionReady).Message).To(ContainSubstring("does not answer"))
 
@@ -174,7 +176,7 @@ func TestUnreachableControlPlane(t *testing.T) {
 
 	// Deleting while the ControlPlane cannot be checked holds, and says why.
 	deleteKro(g, down)
-	eventuallyCondition(g, down, v1alpha1.ConditionDeletionBlocked, metav1.ConditionTrue, v1alpha1.ReasonReconcileError, "cannot check the ControlPlane", "does not answer")
+	eventuallyCondition(g, down, v1alpha1.ConditionDeletionBlocked, metav1.ConditionTrue, v1alpha1.ReasonControlPlaneUnreachable, "cannot check the ControlPlane", "does not answer")
 	g.Consistently(func(g Gomega) {
 		g.Expect(getHelmRelease(g, down).DeletionTimestamp).To(BeNil())
 	}, time.Second, 200*time.Millisecond).Should(Succeed())
@@ -254,7 +256,7 @@ func TestBrokenKubeconfigIsReported(t *testing.T) {
 		Data:       map[string][]byte{KubeconfigKey: []byte("apiVersion: v1\nclusters: [oops")},
 	}
 	g.Expect(platform.Client.Create(ctx, access)).To(Succeed())
-	k = eventuallyCondition(g, k, v1alpha1.ConditionControlPlaneAccessReady, metav1.ConditionFalse, v1alpha1.ReasonReconciling,
+	k = eventuallyCondition(g, k, v1alpha1.ConditionControlPlaneAccessReady, metav1.ConditionFalse, v1alpha1.ReasonKubeconfigInvalid,
 		"kubeconfig in secret "+tenant+"/controlplane-access is unusable", "cannot be parsed")
 	g.Expect(string(mustJSON(g, k.Status))).NotTo(ContainSubstring("oops"), "the secret's content stays out of the status")
 

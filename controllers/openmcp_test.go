@@ -112,7 +112,10 @@ func startOpenMCP(t *testing.T, g Gomega) *openMCPEnv {
 	cs, err := testenv.StartClusters(ctx,
 		testenv.ClusterOptions{Name: "openmcp-onboarding", CRDs: ob},
 		testenv.ClusterOptions{Name: "openmcp-platform", CRDs: pl,
-			CRDDirs: append(flux, filepath.Join(apiDir, "crds", "manifests", "clusters.openmcp.cloud_accessrequests.yaml"))},
+			CRDDirs: append(flux,
+				filepath.Join(apiDir, "crds", "manifests", "clusters.openmcp.cloud_accessrequests.yaml"),
+				filepath.Join(apiDir, "crds", "manifests", "clusters.openmcp.cloud_clusterrequests.yaml"),
+				filepath.Join(apiDir, "crds", "manifests", "clusters.openmcp.cloud_clusters.yaml"))},
 		testenv.ClusterOptions{Name: "openmcp-controlplane"},
 	)
 	g.Expect(err).NotTo(HaveOccurred())

@@ -163,11 +163,11 @@ func TestRGDCreatedDuringUninstallIsNamedAsOrphaned(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		g.Expect(getHelmRelease(g, k).DeletionTimestamp).NotTo(BeNil())
 	}, timeout, interval).Should(Succeed())
-	eventuallyCondition(g, k, v1alpha1.ConditionDeletionBlocked, metav1.ConditionFalse, v1alpha1.ReasonReconcileSuccess, "uninstall of kro from the ControlPlane is under way")
+	eventuallyCondition(g, k, v1alpha1.ConditionDeletionBlocked, metav1.ConditionFalse, v1alpha1.ReasonUninstalling, "uninstall of kro from the ControlPlane is under way")
 
 	rgd := newRGD(g, controlPlane.Client, uniq("late"))
 	t.Cleanup(func() { _ = controlPlane.Client.Delete(context.Background(), rgd) })
-	k = eventuallyCondition(g, k, v1alpha1.ConditionDeletionBlocked, metav1.ConditionFalse, v1alpha1.ReasonReconcileSuccess,
+	k = eventuallyCondition(g, k, v1alpha1.ConditionDeletionBlocked, metav1.ConditionFalse, v1alpha1.ReasonUninstalling,
 		"1 ResourceGraphDefinitions created since it began will be orphaned", rgd.GetName())
 	g.Consistently(func(g Gomega) {
 		g.Expect(condition(getKro(g, k), v1alpha1.ConditionDeletionBlocked).Status).To(Equal(metav1.ConditionFalse))

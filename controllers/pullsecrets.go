@@ -25,20 +25,24 @@ func (r *KroReconciler) reconcileChartPullSecret(ctx context.Context, s *scope) 
 	}
 	images, err := imagePullSecretNames(s.version)
 	if err != nil {
-		s.obs.set(v1alpha1.ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonReconcileError,
+		s.obs.set(v1alpha1.ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonInvalidProviderConfig,
 			fmt.Sprintf("ProviderConfig %q: %s", r.ProviderName, err.Error()))
 		return wait, nil
 	}
 	s.imageSecrets = images
 	s.sources = map[string]*corev1.Secret{}
 	var problems []string
+	reason := ""
 	check := func(name, use string) error {
 		src, problem, err := r.sourceSecret(ctx, name, use, s.version.Version)
 		if err != nil {
 			return err
 		}
-		if problem != "" {
-			problems = append(problems, problem)
+		if problem != nil {
+			problems = append(problems, problem.message)
+			if reason == "" {
+				reason = problem.reason
+			}
 			return nil
 		}
 		s.sources[name] = src
@@ -55,7 +59,7 @@ func (r *KroReconciler) reconcileChartPullSecret(ctx context.Context, s *scope) 
 		}
 	}
 	if len(problems) > 0 {
-		s.obs.set(v1alpha1.ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonReconcileError, strings.Join(problems, "; "))
+		s.obs.set(v1alpha1.ConditionPullSecretsReady, metav1.ConditionFalse, reason, strings.Join(problems, "; "))
 		return wait, nil
 	}
 
@@ -104,7 +108,7 @@ func (r *KroReconciler) reconcileImagePullSecrets(ctx context.Context, s *scope)
 				r.ProviderName, s.version.Version)))
 			continue
 		}
-		s.obs.managed = append(s.obs.managed, managedSecret("controlplane", cp))
+		s.obs.managed = append(s.obs.managed, managedSecret(controlPlaneCluster, cp))
 	}
 	if err := r.removeImageSecretCopies(ctx, c, s.kro, s.imageSecrets); err != nil {
 		return proceed, err
@@ -137,21 +141,28 @@ func pullSecretsMessage(s *scope, copiedImages bool) string {
 
 // sourceSecret reads a pull secret from the provider's namespace. A secret that is
 // missing or of the wrong type is a problem for the platform team to fix, not an error.
-func (r *KroReconciler) sourceSecret(ctx context.Context, name, use, version string) (*corev1.Secret, string, error) {
+func (r *KroReconciler) sourceSecret(ctx context.Context, name, use, version string) (*corev1.Secret, *secretProblem, error) {
 	secret := &corev1.Secret{}
 	err := r.Platform.Get(ctx, client.ObjectKey{Namespace: r.PodNamespace, Name: name}, secret)
 	if apierrors.IsNotFound(err) {
-		return nil, fmt.Sprintf("secret %q (%s of version %s) not found in namespace %s on the platform cluster: create it with type %s",
-			name, use, version, r.PodNamespace, corev1.SecretTypeDockerConfigJson), nil
+		return nil, &secretProblem{v1alpha1.ReasonPullSecretMissing, fmt.Sprintf(
+			"secret %q (%s of version %s) not found in namespace %s on the platform cluster: create it with type %s",
+			name, use, version, r.PodNamespace, corev1.SecretTypeDockerConfigJson)}, nil
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("reading secret %s/%s: %w", r.PodNamespace, name, err)
+		return nil, nil, fmt.Errorf("reading secret %s/%s: %w", r.PodNamespace, name, err)
 	}
 	if secret.Type != corev1.SecretTypeDockerConfigJson {
-		return nil, fmt.Sprintf("secret %q (%s of version %s) in namespace %s has type %q, expected %s",
-			name, use, version, r.PodNamespace, secret.Type, corev1.SecretTypeDockerConfigJson), nil
+		return nil, &secretProblem{v1alpha1.ReasonPullSecretWrongType, fmt.Sprintf(
+			"secret %q (%s of version %s) in namespace %s has type %q, expected %s",
+			name, use, version, r.PodNamespace, secret.Type, corev1.SecretTypeDockerConfigJson)}, nil
 	}
-	return secret, "", nil
+	return secret, nil, nil
+}
+
+// secretProblem is what is wrong with a source pull secret, for the condition.
+type secretProblem struct {
+	reason, message string
 }
 
 // removeChartSecretCopies deletes the copies of chart pull secrets in the tenant

@@ -16,10 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 
+	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
 	"github.com/openmcp-project/service-provider-kro/providers/controlplane"
-
-	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 )
 
 // Options configure the Kro controller.
@@ -42,6 +41,11 @@ type Options struct {
 	// manager of its patches of Kros and the source of its events. Environments that
 	// share an onboarding cluster give different ones. Default "service-provider-<name>".
 	Identity string
+	// AccessGracePeriod is how long a ControlPlane's access (standalone: its kubeconfig
+	// secret) must be missing before a deletion counts the ControlPlane as gone and drops
+	// kro without uninstalling it (default DefaultAccessGracePeriod). Under openmcp the
+	// ControlPlane's ClusterRequest and Cluster decide instead.
+	AccessGracePeriod time.Duration
 }
 
 // Setup wires the provider into the onboarding cluster's manager: the platform cluster,
@@ -125,6 +129,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, platformConfig *rest.Config, o
 		ProviderName:            o.ProviderName,
 		PodNamespace:            o.PodNamespace,
 		MaxConcurrentReconciles: o.MaxConcurrentReconciles,
+		AccessGracePeriod:       o.AccessGracePeriod,
 	}
 	if err := r.SetupWithManager(ctx, mgr, platform); err != nil {
 		return fmt.Errorf("setting up the Kro controller: %w", err)

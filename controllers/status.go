@@ -2,9 +2,12 @@ package controllers
 
 import (
 	"fmt"
+	"slices"
+	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
@@ -21,16 +24,24 @@ const (
 // carry type, status, reason and message; everything else is filled in by computeStatus.
 type observation struct {
 	conditions []metav1.Condition
-	managed    []v1alpha1.ManagedResource
+	// managed is what exists of the provider's objects for the Kro (see inventory).
+	managed []v1alpha1.ManagedResource
 	// chartVersion is the chart version the HelmRelease reports installed ("" when none);
 	// it counts only when chartObserved, otherwise the status keeps the last one seen.
 	chartVersion  string
 	chartObserved bool
-	// rgds summarises the ControlPlane's RGDs; nil when they could not be read this time.
+	// rgds summarises the ControlPlane's RGDs when they were read. Without it the
+	// summary is removed, unless rgdsKeep: right after an engagement the RGDs are not
+	// known for a moment, and the summary keeps its figures and their older time.
 	rgds     *v1alpha1.ResourceGraphDefinitionSummary
+	rgdsKeep bool
 	deleting bool
 	// waitingFor says what a deletion waits for.
 	waitingFor string
+	// accessChecked: the reconcile looked for the ControlPlane's access; then
+	// accessMissingSince is when it was first found missing, or nil when it is there.
+	accessChecked      bool
+	accessMissingSince *metav1.Time
 }
 
 // set records the outcome of a step, replacing an earlier one of the same type.
@@ -45,10 +56,27 @@ func (o *observation) set(condType string, status metav1.ConditionStatus, reason
 	o.conditions = append(o.conditions, c)
 }
 
+// conditionOrder is the order of a Kro's conditions in its status: Ready, then one per
+// step of the reconcile, then the RGDs and the deletion. Every one is always present.
+var conditionOrder = []string{
+	v1alpha1.ConditionReady,
+	v1alpha1.ConditionVersionResolved,
+	v1alpha1.ConditionPullSecretsReady,
+	v1alpha1.ConditionOCIRepositoryReady,
+	v1alpha1.ConditionControlPlaneAccessReady,
+	v1alpha1.ConditionHelmReleaseReady,
+	v1alpha1.ConditionResourceGraphDefinitionsReady,
+	v1alpha1.ConditionDeletionBlocked,
+}
+
 // computeStatus derives the Kro's status from what a reconcile observed. Conditions
 // keep their last transition time while their status stays the same.
 func computeStatus(old v1alpha1.KroStatus, generation int64, obs observation, now metav1.Time) v1alpha1.KroStatus {
 	conds := append([]metav1.Condition{readyCondition(obs)}, obs.conditions...)
+	conds = append(conds, notChecked(obs, conds)...)
+	sort.SliceStable(conds, func(i, j int) bool {
+		return slices.Index(conditionOrder, conds[i].Type) < slices.Index(conditionOrder, conds[j].Type)
+	})
 	for i := range conds {
 		conds[i].ObservedGeneration = generation
 		conds[i].LastTransitionTime = now
@@ -69,9 +97,9 @@ func computeStatus(old v1alpha1.KroStatus, generation int64, obs observation, no
 	if obs.chartObserved && !obs.deleting {
 		chartVersion = obs.chartVersion
 	}
-	rgds := old.ResourceGraphDefinitions
-	if obs.rgds != nil {
-		rgds = obs.rgds
+	missingSince := old.AccessMissingSince
+	if obs.accessChecked {
+		missingSince = obs.accessMissingSince
 	}
 	return v1alpha1.KroStatus{
 		CommonStatus: v1alpha1.CommonStatus{
@@ -81,8 +109,56 @@ func computeStatus(old v1alpha1.KroStatus, generation int64, obs observation, no
 		},
 		ChartVersion:             chartVersion,
 		ManagedResources:         obs.managed,
-		ResourceGraphDefinitions: rgds,
+		ResourceGraphDefinitions: reportedRGDs(old.ResourceGraphDefinitions, obs, now),
+		AccessMissingSince:       missingSince,
 	}
+}
+
+// reportedRGDs is the summary to report: the observed one, with the time of the old one
+// when the figures are the same; the old one when it is kept; otherwise none.
+func reportedRGDs(old *v1alpha1.ResourceGraphDefinitionSummary, obs observation, now metav1.Time) *v1alpha1.ResourceGraphDefinitionSummary {
+	switch {
+	case obs.rgds != nil:
+		sum := obs.rgds.DeepCopy()
+		sum.ObservedTime = now
+		if old != nil {
+			sum.ObservedTime = old.ObservedTime
+			if !equality.Semantic.DeepEqual(old, sum) {
+				sum.ObservedTime = now
+			}
+		}
+		return sum
+	case obs.rgdsKeep:
+		return old
+	}
+	return nil
+}
+
+// notChecked returns the conditions whose step did not run, as Unknown with the reason
+// why. DeletionBlocked outside a deletion is False: nothing is being deleted.
+func notChecked(obs observation, have []metav1.Condition) []metav1.Condition {
+	why := "the Kro is being deleted"
+	if !obs.deleting {
+		why = "an earlier step did not finish"
+		for _, c := range obs.conditions {
+			if c.Status != metav1.ConditionTrue && c.Type != v1alpha1.ConditionResourceGraphDefinitionsReady {
+				why = fmt.Sprintf("%s is %s (%s)", c.Type, c.Status, c.Reason)
+				break
+			}
+		}
+	}
+	var out []metav1.Condition
+	for _, t := range conditionOrder {
+		if findCondition(have, t) != nil {
+			continue
+		}
+		c := metav1.Condition{Type: t, Status: metav1.ConditionUnknown, Reason: v1alpha1.ReasonNotChecked, Message: "not checked: " + why}
+		if t == v1alpha1.ConditionDeletionBlocked && !obs.deleting {
+			c.Status, c.Reason, c.Message = metav1.ConditionFalse, v1alpha1.ReasonReconcileSuccess, "the Kro is not being deleted"
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // readyCondition sums up the observed conditions: True only when every step is True and
@@ -104,8 +180,11 @@ func readyCondition(obs observation) metav1.Condition {
 		}
 		if c.Status != metav1.ConditionTrue {
 			ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, v1alpha1.ReasonReconciling, c.Message
-			if readyReasons[c.Reason] {
+			switch {
+			case readyReasons[c.Reason]:
 				ready.Reason = c.Reason
+			case errorReasons[c.Reason]:
+				ready.Reason = v1alpha1.ReasonReconcileError
 			}
 			return ready
 		}
@@ -122,20 +201,32 @@ func readyCondition(obs observation) metav1.Condition {
 	return ready
 }
 
-// readyReasons are the reasons of a failing step that Ready repeats; Ready says
-// Reconciling for any other.
+// readyReasons are the reasons of a failing step that Ready repeats as they are.
 var readyReasons = map[string]bool{
-	v1alpha1.ReasonReconcileError:    true,
 	v1alpha1.ReasonAccessDenied:      true,
 	v1alpha1.ReasonUpgradeInProgress: true,
 	v1alpha1.ReasonOwnershipConflict: true,
 }
 
-// warningReasons are the reasons of a step's condition that make its event a Warning.
-var warningReasons = map[string]bool{
-	v1alpha1.ReasonReconcileError:    true,
-	v1alpha1.ReasonAccessDenied:      true,
-	v1alpha1.ReasonOwnershipConflict: true,
+// errorReasons are the reasons of a step that failed on bad input or an error; Ready
+// says ReconcileError for them (the seed's contract), the step's condition the specific
+// reason. Ready says Reconciling for any other reason.
+var errorReasons = map[string]bool{
+	v1alpha1.ReasonReconcileError:          true,
+	v1alpha1.ReasonProviderConfigMissing:   true,
+	v1alpha1.ReasonVersionNotOffered:       true,
+	v1alpha1.ReasonInvalidProviderConfig:   true,
+	v1alpha1.ReasonPullSecretMissing:       true,
+	v1alpha1.ReasonPullSecretWrongType:     true,
+	v1alpha1.ReasonSourceNotReady:          true,
+	v1alpha1.ReasonReleaseFailed:           true,
+	v1alpha1.ReasonKubeconfigInvalid:       true,
+	v1alpha1.ReasonControlPlaneUnreachable: true,
+}
+
+// isWarning tells whether a step's condition with this reason makes its event a Warning.
+func isWarning(reason string) bool {
+	return errorReasons[reason] || reason == v1alpha1.ReasonAccessDenied || reason == v1alpha1.ReasonOwnershipConflict
 }
 
 // kroEvent is a Kubernetes event to emit on the Kro.
@@ -152,7 +243,8 @@ func transitionEvents(old, updated []metav1.Condition) []kroEvent {
 	for _, c := range updated {
 		prev := findCondition(old, c.Type)
 		if prev != nil && prev.Status == c.Status && prev.Reason == c.Reason &&
-			(c.Status == metav1.ConditionTrue || prev.Message == c.Message || c.Type == v1alpha1.ConditionReady) {
+			(c.Status == metav1.ConditionTrue || prev.Message == c.Message || c.Type == v1alpha1.ConditionReady) ||
+			c.Reason == v1alpha1.ReasonNotChecked {
 			continue
 		}
 		switch {
@@ -166,7 +258,7 @@ func transitionEvents(old, updated []metav1.Condition) []kroEvent {
 			}
 		case c.Status != metav1.ConditionTrue:
 			typ := corev1.EventTypeNormal
-			if warningReasons[c.Reason] {
+			if isWarning(c.Reason) {
 				typ = corev1.EventTypeWarning
 			}
 			out = append(out, kroEvent{typ, c.Reason, c.Type, c.Type + ": " + c.Message})
@@ -202,12 +294,17 @@ func fluxReadiness(generation, observedGeneration int64, conds []metav1.Conditio
 }
 
 // fluxCondition turns a Flux object's readiness into the Kro's condition of that step.
+// A failure carries Flux's own message under the step's reason.
 func fluxCondition(obs *observation, condType, what string, status metav1.ConditionStatus, message string) {
 	switch status {
 	case metav1.ConditionTrue:
 		obs.set(condType, status, v1alpha1.ReasonReconcileSuccess, what+" is ready")
 	case metav1.ConditionFalse:
-		obs.set(condType, status, v1alpha1.ReasonReconcileError, what+" is not ready: "+message)
+		reason := v1alpha1.ReasonSourceNotReady
+		if condType == v1alpha1.ConditionHelmReleaseReady {
+			reason = v1alpha1.ReasonReleaseFailed
+		}
+		obs.set(condType, status, reason, what+" is not ready: "+message)
 	default:
 		obs.set(condType, metav1.ConditionUnknown, v1alpha1.ReasonReconciling, what+": "+message)
 	}

@@ -127,3 +127,72 @@ func TestFluxReadiness(t *testing.T) {
 		})
 	}
 }
+
+// TestEveryConditionIsReported: a reconcile that stopped at a step reports every later
+// condition as not checked, with why; outside a deletion DeletionBlocked is False.
+func TestEveryConditionIsReported(t *testing.T) {
+	g := NewWithT(t)
+	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	var obs observation
+	obs.set(v1alpha1.ConditionVersionResolved, metav1.ConditionFalse, v1alpha1.ReasonVersionNotOffered, "version x is not offered")
+	st := computeStatus(v1alpha1.KroStatus{}, 1, obs, t0)
+	var types []string
+	for _, c := range st.Conditions {
+		types = append(types, c.Type)
+	}
+	g.Expect(types).To(Equal(conditionOrder))
+	ready := findCondition(st.Conditions, v1alpha1.ConditionReady)
+	g.Expect(ready.Reason).To(Equal(v1alpha1.ReasonReconcileError), "the seed's contract: Ready=False, ReconcileError on an unknown version")
+	g.Expect(ready.Message).To(Equal("version x is not offered"))
+	helm := findCondition(st.Conditions, v1alpha1.ConditionHelmReleaseReady)
+	g.Expect(helm.Status).To(Equal(metav1.ConditionUnknown))
+	g.Expect(helm.Reason).To(Equal(v1alpha1.ReasonNotChecked))
+	g.Expect(helm.Message).To(Equal("not checked: VersionResolved is False (VersionNotOffered)"))
+	g.Expect(findCondition(st.Conditions, v1alpha1.ConditionDeletionBlocked).Status).To(Equal(metav1.ConditionFalse))
+	g.Expect(transitionEvents(nil, st.Conditions)).To(HaveLen(1), "only the failing step raises an event, not the steps it kept from running")
+
+	obs.deleting = true
+	del := computeStatus(st, 1, obs, t0)
+	g.Expect(findCondition(del.Conditions, v1alpha1.ConditionHelmReleaseReady).Message).To(Equal("not checked: the Kro is being deleted"))
+	g.Expect(findCondition(del.Conditions, v1alpha1.ConditionDeletionBlocked).Reason).To(Equal(v1alpha1.ReasonNotChecked))
+}
+
+// TestRGDSummaryCarriesItsTime: the summary keeps the time it was first observed while
+// its figures stay the same, takes a new one when they change, is kept as it was only
+// when asked, and is removed when the RGDs were not read.
+func TestRGDSummaryCarriesItsTime(t *testing.T) {
+	g := NewWithT(t)
+	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	t1 := metav1.NewTime(t0.Add(time.Minute))
+	first := reportedRGDs(nil, observation{rgds: &v1alpha1.ResourceGraphDefinitionSummary{Total: 2, Ready: 2}}, t0)
+	g.Expect(first.ObservedTime).To(Equal(t0))
+	same := reportedRGDs(first, observation{rgds: &v1alpha1.ResourceGraphDefinitionSummary{Total: 2, Ready: 2}}, t1)
+	g.Expect(same).To(Equal(first), "an idle reconcile rewrites nothing")
+	changed := reportedRGDs(first, observation{rgds: &v1alpha1.ResourceGraphDefinitionSummary{Total: 2, Ready: 1}}, t1)
+	g.Expect(changed.ObservedTime).To(Equal(t1))
+	g.Expect(reportedRGDs(first, observation{rgdsKeep: true}, t1)).To(Equal(first))
+	g.Expect(reportedRGDs(first, observation{}, t1)).To(BeNil())
+}
+
+// TestAccessMissingSince: the first time the access is seen missing stays until it is
+// found again; a reconcile that did not look keeps what was there.
+func TestAccessMissingSince(t *testing.T) {
+	g := NewWithT(t)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	k := &v1alpha1.Kro{}
+	missing := &NotAvailableError{Missing: true}
+	var obs observation
+	obs.accessMissing(k, missing, t0)
+	st := computeStatus(k.Status, 1, obs, metav1.NewTime(t0))
+	g.Expect(st.AccessMissingSince.Time).To(Equal(t0))
+
+	k.Status = st
+	obs = observation{}
+	obs.accessMissing(k, missing, t0.Add(time.Minute))
+	g.Expect(obs.accessMissingSince.Time).To(Equal(t0), "counted from the first time")
+	g.Expect(computeStatus(k.Status, 1, observation{}, metav1.NewTime(t0)).AccessMissingSince.Time).To(Equal(t0), "not looked at: kept")
+
+	obs = observation{}
+	obs.accessMissing(k, &NotAvailableError{Message: "does not answer"}, t0)
+	g.Expect(computeStatus(k.Status, 1, obs, metav1.NewTime(t0)).AccessMissingSince).To(BeNil(), "an access that exists is not missing")
+}

@@ -40,6 +40,9 @@ const (
 	// suitePollInterval is ten minutes: every reaction the tests wait for must come from
 	// a watch, never from the safety-net poll.
 	suitePollInterval = 10 * time.Minute
+	// suiteAccessGrace is the provider's --access-grace-period in the suite: long enough
+	// for a test to replace a kubeconfig secret, short enough to wait for its end.
+	suiteAccessGrace = 4 * time.Second
 )
 
 var (
@@ -131,7 +134,8 @@ func startManager(ctx context.Context, done chan<- error) error {
 	if err != nil {
 		return err
 	}
-	if err := Setup(ctx, mgr, platform.Config, Options{ProviderName: providerName, PodNamespace: podNamespace, ProbeInterval: 500 * time.Millisecond, MaxBackoff: 2 * time.Second}); err != nil {
+	if err := Setup(ctx, mgr, platform.Config, Options{ProviderName: providerName, PodNamespace: podNamespace, ProbeInterval: 500 * time.Millisecond, MaxBackoff: 2 * time.Second,
+		AccessGracePeriod: suiteAccessGrace}); err != nil {
 		return err
 	}
 	go func() { done <- mgr.Start(ctx) }()

@@ -22,19 +22,19 @@ func (r *KroReconciler) resolveVersion(ctx context.Context, s *scope) (outcome, 
 		if !apierrors.IsNotFound(err) {
 			return proceed, fmt.Errorf("reading ProviderConfig %q: %w", r.ProviderName, err)
 		}
-		s.obs.set(v1alpha1.ConditionVersionResolved, metav1.ConditionFalse, v1alpha1.ReasonReconcileError, fmt.Sprintf(
+		s.obs.set(v1alpha1.ConditionVersionResolved, metav1.ConditionFalse, v1alpha1.ReasonProviderConfigMissing, fmt.Sprintf(
 			"ProviderConfig %q not found on the platform cluster: the platform team must create it with the versions on offer", r.ProviderName))
 		return wait, nil
 	}
 	if !pc.DeletionTimestamp.IsZero() {
-		s.obs.set(v1alpha1.ConditionVersionResolved, metav1.ConditionFalse, v1alpha1.ReasonReconcileError, fmt.Sprintf(
+		s.obs.set(v1alpha1.ConditionVersionResolved, metav1.ConditionFalse, v1alpha1.ReasonProviderConfigMissing, fmt.Sprintf(
 			"ProviderConfig %q is being deleted: the platform team must recreate it with the versions on offer", r.ProviderName))
 		return wait, nil
 	}
 	s.pollInterval = pollInterval(pc)
 	v := findVersion(pc, s.kro.Spec.Version)
 	if v == nil {
-		s.obs.set(v1alpha1.ConditionVersionResolved, metav1.ConditionFalse, v1alpha1.ReasonReconcileError, fmt.Sprintf(
+		s.obs.set(v1alpha1.ConditionVersionResolved, metav1.ConditionFalse, v1alpha1.ReasonVersionNotOffered, fmt.Sprintf(
 			"version %q is not offered by ProviderConfig %q; versions on offer: %s",
 			s.kro.Spec.Version, r.ProviderName, strings.Join(offeredVersions(pc), ", ")))
 		return wait, nil

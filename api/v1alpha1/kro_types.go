@@ -46,7 +46,13 @@ type ManagedResource struct {
 }
 
 // ResourceGraphDefinitionSummary tells tenants how the RGDs on their ControlPlane are doing.
+// It is removed while the provider cannot read the ControlPlane's RGDs.
 type ResourceGraphDefinitionSummary struct {
+	// ObservedTime is when the provider observed these figures. It stays while they stay
+	// the same (an idle reconcile rewrites nothing); figures kept across a brief gap (a
+	// restart of the provider, say) keep their older time.
+	// +required
+	ObservedTime metav1.Time `json:"observedTime"`
 	// Total is the number of ResourceGraphDefinitions on the ControlPlane.
 	Total int32 `json:"total"`
 	// Ready is the number of those whose Ready condition is True.
@@ -92,6 +98,13 @@ type KroStatus struct {
 	// ResourceGraphDefinitions summarises the RGDs on the ControlPlane.
 	// +optional
 	ResourceGraphDefinitions *ResourceGraphDefinitionSummary `json:"resourceGraphDefinitions,omitempty"`
+
+	// AccessMissingSince is when the provider first found no access to the ControlPlane
+	// (standalone: no kubeconfig secret in the tenant namespace), while that lasts. A
+	// deletion counts the ControlPlane as gone, and drops kro without uninstalling it,
+	// once the access has been missing for the provider's grace period.
+	// +optional
+	AccessMissingSince *metav1.Time `json:"accessMissingSince,omitempty"`
 }
 
 // Kro asks for kro to be installed on the ControlPlane of the same name and namespace.

@@ -26,6 +26,7 @@ type runOptions struct {
 	commonOptions
 	access           string
 	probeInterval    time.Duration
+	accessGrace      time.Duration
 	concurrency      int
 	qps              float64
 	burst            int
@@ -42,6 +43,8 @@ func (o *runOptions) bind(fs *flag.FlagSet) {
 	o.commonOptions.bind(fs)
 	fs.StringVar(&o.access, "controlplane-access", "", "where ControlPlane kubeconfigs come from: standalone (a secret labelled "+v1alpha1.LabelControlPlaneKubeconfig+"=true in the tenant namespace) or openmcp (an AccessRequest per ControlPlane); default openmcp when the onboarding cluster is requested from openmcp, else standalone")
 	fs.DurationVar(&o.probeInterval, "controlplane-probe-interval", 15*time.Second, "how often each engaged ControlPlane is checked for reachability")
+	fs.DurationVar(&o.accessGrace, "access-grace-period", controllers.DefaultAccessGracePeriod,
+		"standalone access: how long a ControlPlane's kubeconfig secret must be missing before the deletion of its Kro counts the ControlPlane as gone and drops kro without uninstalling it")
 	fs.IntVar(&o.concurrency, "max-concurrent-reconciles", 10, "how many Kros are reconciled at once")
 	fs.Float64Var(&o.qps, "kube-api-qps", clusters.DefaultQPS, "requests per second the provider makes to the onboarding and to the platform cluster, each, in the long run")
 	fs.IntVar(&o.burst, "kube-api-burst", clusters.DefaultBurst, "requests the provider may make to the onboarding and to the platform cluster, each, in a burst above --kube-api-qps")
@@ -149,6 +152,8 @@ func runManager(ctx context.Context, args []string, stderr io.Writer) error {
 		Access:        access,
 		ProbeInterval: o.probeInterval,
 		Identity:      o.identity(),
+
+		AccessGracePeriod: o.accessGrace,
 
 		MaxConcurrentReconciles: o.concurrency,
 	}); err != nil {

@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -652,8 +653,13 @@ func (h *harness) onboardingWatches(ctx context.Context) (cache.Cache, error) {
 			h.tr.sawNotReady(string(c.Status) + " " + c.Reason + ": " + c.Message)
 			h.tr.added("kronotready|"+string(k.UID), at)
 		}
-		if c := meta.FindStatusCondition(k.Status.Conditions, v1alpha1.ConditionDeletionBlocked); c != nil && c.Status == metav1.ConditionTrue && c.Reason == v1alpha1.ReasonUserResourcesPresent {
-			h.tr.mark("blocked|"+string(k.UID), at)
+		if c := meta.FindStatusCondition(k.Status.Conditions, v1alpha1.ConditionDeletionBlocked); c != nil && c.Status == metav1.ConditionTrue {
+			switch c.Reason {
+			case v1alpha1.ReasonUserResourcesPresent:
+				h.tr.mark("blocked|"+string(k.UID), at)
+			case v1alpha1.ReasonInstancesPresent:
+				h.tr.mark("blocked-by-instances|"+string(k.UID), at)
+			}
 		}
 		if s := k.Status.ResourceGraphDefinitions; s != nil && s.Total > 0 {
 			h.tr.mark("rgds|"+string(k.UID), at)
@@ -915,6 +921,29 @@ func machine() Machine {
 }
 
 // rgd is a ResourceGraphDefinition the way a tenant writes one.
+// kroKind is a CRD as kro generates one for an RGD (labelled kro.run/owned and with the
+// RGD's name, kept by kro after the RGD is gone), and an instance of it.
+func kroKind(n int) (*apiextensionsv1.CustomResourceDefinition, *unstructured.Unstructured) {
+	kind := fmt.Sprintf("BenchApp%d", n)
+	plural := fmt.Sprintf("benchapps%d", n)
+	crd := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: plural + ".kro.run", Labels: map[string]string{
+			"kro.run/owned": "true", "kro.run/resource-graph-definition-name": fmt.Sprintf("bench-app-%d", n)}},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "kro.run", Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Kind: kind, ListKind: kind + "List"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1alpha1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object", XPreserveUnknownFields: ptr.To(true)}}}},
+		},
+	}
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("kro.run/v1alpha1")
+	u.SetKind(kind)
+	u.SetNamespace("default")
+	return crd, u
+}
+
 func rgd(name string) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "kro.run/v1alpha1",

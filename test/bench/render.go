@@ -11,14 +11,15 @@ import (
 
 // Target thresholds from the issue; recorded, never asserted.
 const (
-	targetRGDDeletionP99Ms   = 1000
-	targetRestoreP99Ms       = 1000
-	targetRotationMs         = 5000
-	targetHelmToReadyP99Ms   = 500
-	targetAppliedP99Ms       = 2000
-	targetMiBPerControlPlane = 2.0
-	targetRotationCopies     = 100
-	targetBurstForAppliedP99 = 500
+	targetRGDDeletionP99Ms      = 1000
+	targetInstanceDeletionP99Ms = 5000
+	targetRestoreP99Ms          = 1000
+	targetRotationMs            = 5000
+	targetHelmToReadyP99Ms      = 500
+	targetAppliedP99Ms          = 2000
+	targetMiBPerControlPlane    = 2.0
+	targetRotationCopies        = 100
+	targetBurstForAppliedP99    = 500
 )
 
 func ms(v float64) string {
@@ -44,6 +45,11 @@ func Evaluate(r *Results) []Target {
 		Name: "last RGD deleted → blocked deletion done", Target: "p99 < 1 s (pollInterval 10 min)",
 		Measured: fmt.Sprintf("p99 %s (n=%d)", ms(r.RGDDeletion.P99), r.RGDDeletion.Count),
 		Met:      r.RGDDeletion.Count > 0 && r.RGDDeletion.P99 < targetRGDDeletionP99Ms,
+	})
+	out = append(out, Target{
+		Name: "last instance deleted → blocked deletion done", Target: "p99 < 5 s (instances are rechecked, not watched)",
+		Measured: fmt.Sprintf("p99 %s (n=%d)", ms(r.InstanceDeletion.P99), r.InstanceDeletion.Count),
+		Met:      r.InstanceDeletion.Count > 0 && r.InstanceDeletion.P99 < targetInstanceDeletionP99Ms,
 	})
 	out = append(out, Target{
 		Name: "replicated secret deleted on a ControlPlane → restored", Target: "p99 < 1 s",
@@ -247,6 +253,7 @@ func Markdown(r *Results, latencySVG, memorySVG string) string {
 	row("image pull secret rotated → each ControlPlane copy updated", r.ImageSecretRotation.PerCopy)
 	row("replicated image pull secret deleted on a ControlPlane → restored", r.SecretRestored)
 	row("last RGD deleted → blocked Kro deletion done", r.RGDDeletion)
+	row("last instance of a kind kro generated deleted → blocked Kro deletion done", r.InstanceDeletion)
 	p("")
 	p("## Steady state and restart")
 	p("")

@@ -38,6 +38,9 @@ type Results struct {
 	Reconciler Reconciler `json:"reconciler"`
 	// RGDDeletion: the last RGD deleted on a ControlPlane until the blocked Kro is gone.
 	RGDDeletion Dist `json:"rgdDeletion"`
+	// InstanceDeletion: the last instance of a kind kro generated (its RGD gone) deleted
+	// on a ControlPlane until the blocked Kro is gone.
+	InstanceDeletion Dist `json:"instanceDeletion"`
 
 	// Flux is the run with real Flux at small N, when there was one.
 	Flux *FluxResults `json:"flux,omitempty"`

@@ -11,7 +11,9 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
@@ -160,6 +162,11 @@ func (h *harness) runAtScale(ctx context.Context, res *Results) error {
 	// 3: the last RGD deleted.
 	h.logf("deleting the last RGD under a blocked deletion x%d", h.cfg.Repeats)
 	if res.RGDDeletion, err = h.rgdDeletion(ctx, ded); err != nil {
+		return err
+	}
+	// 3b: the last instance of a kind kro generated deleted.
+	h.logf("deleting the last instance of a kind kro generated under a blocked deletion x%d", h.cfg.Repeats)
+	if res.InstanceDeletion, err = h.instanceDeletion(ctx, ded); err != nil {
 		return err
 	}
 	return nil
@@ -584,6 +591,66 @@ func (h *harness) rgdDeletion(ctx context.Context, ded []*kroRef) (Dist, error) 
 		return nil
 	})
 	return Summarize(ds), err
+}
+
+// instanceDeletion blocks each dedicated Kro's deletion with an instance of a kind kro
+// generated whose RGD is gone (kro keeps such CRDs and instances), deletes the instance
+// and times until the Kro is gone; then it creates the Kro again, Repeats times.
+// Instances are not watched: the provider rechecks a deletion they block.
+func (h *harness) instanceDeletion(ctx context.Context, ded []*kroRef) (Dist, error) {
+	var mu sync.Mutex
+	var ds []time.Duration
+	err := h.parallel(ded, func(k *kroRef) error {
+		c := h.ded[k.dedicated]
+		crd, instance := kroKind(k.dedicated + 1)
+		if err := c.Create(ctx, crd); client.IgnoreAlreadyExists(err) != nil {
+			return fmt.Errorf("creating CRD %s: %w", crd.Name, err)
+		}
+		for r := range h.cfg.Repeats {
+			u := instance.DeepCopy()
+			u.SetName(fmt.Sprintf("bench-%d", r))
+			if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+				err := c.Create(ctx, u)
+				return err == nil, client.IgnoreNotFound(ignoreNoMatch(err))
+			}); err != nil {
+				return fmt.Errorf("creating %s %s: %w", u.GetKind(), u.GetName(), err)
+			}
+			if err := h.ob.Delete(ctx, &v1alpha1.Kro{ObjectMeta: metav1.ObjectMeta{Name: k.name, Namespace: kroNamespace}}); err != nil {
+				return err
+			}
+			if _, err := h.tr.wait(ctx, []string{"blocked-by-instances|" + string(k.uid)}, "the deletion to be blocked by the instance"); err != nil {
+				return err
+			}
+			start := time.Now()
+			if err := c.Delete(ctx, u); err != nil {
+				return err
+			}
+			seen, err := h.tr.wait(ctx, []string{"gone|" + string(k.uid)}, "the Kro to be gone")
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			ds = append(ds, seen["gone|"+string(k.uid)].Sub(start))
+			mu.Unlock()
+			if err := h.createKro(ctx, k); err != nil {
+				return err
+			}
+			if _, err := h.tr.wait(ctx, []string{"ready|" + string(k.uid)}, "the Kro to be Ready again"); err != nil {
+				return err
+			}
+		}
+		return c.Delete(ctx, crd)
+	})
+	return Summarize(ds), err
+}
+
+// ignoreNoMatch treats a kind the API server does not serve yet (a CRD just created) as
+// a reason to try again.
+func ignoreNoMatch(err error) error {
+	if meta.IsNoMatchError(err) {
+		return nil
+	}
+	return err
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -21,6 +21,11 @@
 //     widens nothing).
 //   - AccessRequests (openmcp mode): the provider applies one per ControlPlane in its
 //     tenant namespace, watches its own by label and deletes it with the Kro.
+//   - ClusterRequests and Clusters (openmcp mode): a Kro's deletion reads them to tell a
+//     ControlPlane that is gone or being deleted, which is dropped without an uninstall,
+//     from one whose access merely does not work. ClusterRequests are watched (one per
+//     ControlPlane), so that one being deleted brings the Kro back; the granted Cluster
+//     is read uncached (get only).
 //   - OCIRepositories and HelmReleases: applied, watched and deleted in tenant
 //     namespaces; get for the uncached read of a HelmRelease during deletion.
 //   - TokenReviews and SubjectAccessReviews: with --metrics-secure, the metrics endpoint
@@ -37,6 +42,8 @@ package platform
 // +kubebuilder:rbac:groups="",resources=configmaps;serviceaccounts,verbs=list
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=clusters.openmcp.cloud,resources=accessrequests,verbs=list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=clusters.openmcp.cloud,resources=clusterrequests,verbs=list;watch
+// +kubebuilder:rbac:groups=clusters.openmcp.cloud,resources=clusters,verbs=get
 // +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=ocirepositories,verbs=list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
