@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/openmcp-project/service-provider-kro/clusters"
-
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/clusters"
 )
 
 // AnnotationAppliedHash records a hash of what the provider last applied to a Flux object.
@@ -25,17 +25,10 @@ const AnnotationAppliedHash = v1alpha1.LabelPrefix + "applied-hash"
 // This keeps a reconcile with nothing to change from sending any request, also after a
 // restart of the provider.
 func applyUnlessCurrent(ctx context.Context, c client.Client, desired, current client.Object) error {
-	hash, err := appliedHash(desired)
+	hash, err := stampHash(desired)
 	if err != nil {
 		return err
 	}
-	annotations := desired.GetAnnotations()
-	if annotations == nil {
-		annotations = map[string]string{}
-	}
-	annotations[AnnotationAppliedHash] = hash
-	desired.SetAnnotations(annotations)
-
 	if err := c.Get(ctx, client.ObjectKeyFromObject(desired), current); err == nil && isCurrent(current, hash) {
 		data, err := json.Marshal(current)
 		if err != nil {
@@ -44,6 +37,45 @@ func applyUnlessCurrent(ctx context.Context, c client.Client, desired, current c
 		return json.Unmarshal(data, desired)
 	}
 	return apply(ctx, c, desired)
+}
+
+// applyOwned is applyUnlessCurrent for an object that only the provider may write. The
+// cache selects the provider's labels, so an object of the same name that the provider
+// did not make is not in it: when the cache has nothing, the API server is asked. An
+// object that exists without the provider's labels for this Kro is neither changed nor
+// taken over, and applyOwned returns false.
+func applyOwned(ctx context.Context, c client.Client, reader client.Reader, desired, current client.Object) (bool, error) {
+	key := client.ObjectKeyFromObject(desired)
+	err := c.Get(ctx, key, current)
+	if apierrors.IsNotFound(err) {
+		err = reader.Get(ctx, key, current)
+		if apierrors.IsNotFound(err) {
+			return true, applyUnlessCurrent(ctx, c, desired, current)
+		}
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading %s: %w", key, err)
+	}
+	if !ownedAs(current, desired) {
+		return false, nil
+	}
+	return true, applyUnlessCurrent(ctx, c, desired, current)
+}
+
+// stampHash records the hash of desired in its AnnotationAppliedHash.
+func stampHash(desired client.Object) (string, error) {
+	annotations := desired.GetAnnotations()
+	delete(annotations, AnnotationAppliedHash)
+	hash, err := appliedHash(desired)
+	if err != nil {
+		return "", err
+	}
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[AnnotationAppliedHash] = hash
+	desired.SetAnnotations(annotations)
+	return hash, nil
 }
 
 func appliedHash(obj client.Object) (string, error) {

@@ -17,7 +17,7 @@ import (
 // The platform cache holds the provider's own namespace and its own copies, not every
 // secret of the platform.
 func TestPlatformCacheHoldsOnlyWhatTheProviderNeeds(t *testing.T) {
-	g := NewWithT(t)
+	g := withClusters(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	opts := PlatformCacheOptions(podNamespace)

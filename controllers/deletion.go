@@ -40,6 +40,8 @@ func (r *KroReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Res
 		hr = nil
 	} else if err != nil {
 		return ctrl.Result{}, fmt.Errorf("reading HelmRelease %s: %w", hrKey, err)
+	} else if !r.madeFor(s.kro, hr) {
+		hr = nil // someone else's, of the same name: not the provider's to guard or delete
 	}
 	if hr == nil {
 		return r.finishDeletion(ctx, s)
@@ -309,9 +311,17 @@ func (o *observation) blocked(reason, msg string) {
 // removeLeftovers deletes the OCIRepository and every secret copy, on the ControlPlane
 // too while it can be reached.
 func (r *KroReconciler) removeLeftovers(ctx context.Context, s *scope, access *ControlPlaneAccess) error {
-	repo := &sourcev1.OCIRepository{ObjectMeta: metav1.ObjectMeta{Namespace: s.tenantNamespace, Name: fluxObjectName(r.ProviderName)}}
-	if err := r.Platform.Delete(ctx, repo); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("deleting OCIRepository %s/%s: %w", repo.Namespace, repo.Name, err)
+	repo := &sourcev1.OCIRepository{}
+	key := client.ObjectKey{Namespace: s.tenantNamespace, Name: fluxObjectName(r.ProviderName)}
+	switch err := r.PlatformReader.Get(ctx, key, repo); {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return fmt.Errorf("reading OCIRepository %s: %w", key, err)
+	case r.madeFor(s.kro, repo):
+		err := r.Platform.Delete(ctx, repo, client.Preconditions{UID: &repo.UID})
+		if client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting OCIRepository %s: %w", key, err)
+		}
 	}
 	if access != nil {
 		if err := r.removeImageSecretCopies(ctx, access.Client, s.kro, nil); err != nil {
@@ -319,6 +329,13 @@ func (r *KroReconciler) removeLeftovers(ctx context.Context, s *scope, access *C
 		}
 	}
 	return r.removeChartSecretCopies(ctx, r.PlatformReader, s.kro, s.tenantNamespace, "")
+}
+
+// madeFor tells whether the provider made obj (a Flux object) for this Kro: it carries
+// the provider's labels of the Kro. An object of the same name without them is someone
+// else's and is never deleted.
+func (r *KroReconciler) madeFor(kro *v1alpha1.Kro, obj client.Object) bool {
+	return ownedAs(obj, &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Labels: ownerLabels(kro, r.ProviderName, "")}})
 }
 
 // rgdNames returns the names of RGDs, in their order.

@@ -41,7 +41,7 @@ func letReleaseGo(g Gomega, k *v1alpha1.Kro) {
 // while a Kro is deleted is no proof that the ControlPlane is gone: kro is uninstalled
 // (the HelmRelease is deleted, not suspended), and nothing says the ControlPlane is gone.
 func TestKubeconfigReplacedDuringDeletion(t *testing.T) {
-	g := NewWithT(t)
+	g := withClusters(t)
 	ctx := context.Background()
 	ns := newNamespace(t, g)
 	k := readyKro(t, g, ns, "replaced", baseVersion)
@@ -119,7 +119,7 @@ func kroKind(t *testing.T, g Gomega, c client.Client, kind, rgd string) *unstruc
 // deletion waits, names the kind with its count and what to do, and goes on soon after
 // the last one is deleted, without any watch on the kind.
 func TestDeletionBlockedByOrphanedInstances(t *testing.T) {
-	g := NewWithT(t)
+	g := withClusters(t)
 	ctx := context.Background()
 	ns := newNamespace(t, g)
 	k := readyKro(t, g, ns, "instances", baseVersion)
@@ -162,7 +162,7 @@ func TestDeletionBlockedByOrphanedInstances(t *testing.T) {
 // made for an earlier version stays listed while it exists; the RGD summary goes while
 // the RGDs are not read; and a deletion reports what still exists.
 func TestEveryConditionIsAlwaysPresent(t *testing.T) {
-	g := NewWithT(t)
+	g := withClusters(t)
 	ctx := context.Background()
 	ns := newNamespace(t, g)
 	k := readyKro(t, g, ns, "complete", baseVersion)

@@ -37,7 +37,7 @@ func unreachableKubeconfig(g Gomega) []byte {
 // HelmRelease, so nothing to guard: its deletion does not wait for the ControlPlane and
 // removes what the provider made.
 func TestDeletionWhenNothingWasInstalled(t *testing.T) {
-	g := NewWithT(t)
+	g := withClusters(t)
 	ctx := context.Background()
 	ns := newNamespace(t, g)
 	version, chartSecret := uniq("v1"), uniq("chart")
@@ -176,7 +176,7 @@ func TestOpenMCPDeletionWithoutAccess(t *testing.T) {
 // openmcp.cloud/operation=reconcile read the Kro before someone set ignore; its removal
 // must not take the newer ignore with it.
 func TestConsumingReconcileKeepsAFreshIgnore(t *testing.T) {
-	g := NewWithT(t)
+	g := withClusters(t)
 	ctx := context.Background()
 	ns := newNamespace(t, g)
 	k := &v1alpha1.Kro{
@@ -206,7 +206,7 @@ func TestConsumingReconcileKeepsAFreshIgnore(t *testing.T) {
 // TestIgnoredDeletionIsReported: ignore pauses a deletion, and the Kro says so once, in
 // its conditions and a Warning event that name the annotation.
 func TestIgnoredDeletionIsReported(t *testing.T) {
-	g := NewWithT(t)
+	g := withClusters(t)
 	ctx := context.Background()
 	ns := newNamespace(t, g)
 	k := readyKro(t, g, ns, "frozen", baseVersion)
@@ -237,7 +237,7 @@ func TestIgnoredDeletionIsReported(t *testing.T) {
 // HelmRelease stays Ready with the old release until helm-controller has upgraded. The
 // Kro must not claim the new version before.
 func TestUpgradeReportedOnceInstalled(t *testing.T) {
-	g := NewWithT(t)
+	g := withClusters(t)
 	ctx := context.Background()
 	ns := newNamespace(t, g)
 	v1, v2 := uniq("v1"), uniq("v2")

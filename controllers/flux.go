@@ -22,14 +22,24 @@ import (
 // reconcileOCIRepository applies the chart source and reports its readiness.
 func (r *KroReconciler) reconcileOCIRepository(ctx context.Context, s *scope) (outcome, error) {
 	repo := newOCIRepository(s.kro, r.ProviderName, s.tenantNamespace, s.version, s.chartSecret, s.pollInterval)
-	if err := applyUnlessCurrent(ctx, r.Platform, repo, &sourcev1.OCIRepository{}); err != nil {
+	owned, err := applyOwned(ctx, r.Platform, r.PlatformReader, repo, &sourcev1.OCIRepository{})
+	if err != nil {
 		return proceed, fmt.Errorf("applying OCIRepository %s/%s: %w", repo.Namespace, repo.Name, err)
+	}
+	if !owned {
+		s.obs.set(v1alpha1.ConditionOCIRepositoryReady, metav1.ConditionFalse, v1alpha1.ReasonOwnershipConflict,
+			ownershipConflictMessage(s.kro, "OCIRepository", "the platform cluster", repo, fluxConflictAdvice))
+		return wait, nil
 	}
 	status, message := fluxReadiness(repo.Generation, repo.Status.ObservedGeneration, repo.Status.Conditions)
 	s.obs.managed = append(s.obs.managed, managedFlux(repo, status, message))
 	fluxCondition(&s.obs, v1alpha1.ConditionOCIRepositoryReady, "OCIRepository "+repo.Namespace+"/"+repo.Name, status, message)
 	return proceed, nil
 }
+
+// fluxConflictAdvice says what to do about a Flux object of the provider's name that the
+// provider did not create.
+const fluxConflictAdvice = "the tenant namespace holds the provider's OCIRepository and HelmRelease, named after the provider; move that object elsewhere or delete it if nobody needs it"
 
 // observeControlPlane finds the access to the ControlPlane; without it, the step waits.
 func (r *KroReconciler) observeControlPlane(ctx context.Context, s *scope) (outcome, error) {
@@ -72,8 +82,14 @@ func (r *KroReconciler) observeControlPlane(ctx context.Context, s *scope) (outc
 // readiness; the Kro is Ready only when the HelmRelease is.
 func (r *KroReconciler) reconcileHelmRelease(ctx context.Context, s *scope) (outcome, error) {
 	hr := newHelmRelease(s.kro, r.ProviderName, s.tenantNamespace, s.version, s.access.Kubeconfig, s.pollInterval)
-	if err := applyUnlessCurrent(ctx, r.Platform, hr, &helmv2.HelmRelease{}); err != nil {
+	owned, err := applyOwned(ctx, r.Platform, r.PlatformReader, hr, &helmv2.HelmRelease{})
+	if err != nil {
 		return proceed, fmt.Errorf("applying HelmRelease %s/%s: %w", hr.Namespace, hr.Name, err)
+	}
+	if !owned {
+		s.obs.set(v1alpha1.ConditionHelmReleaseReady, metav1.ConditionFalse, v1alpha1.ReasonOwnershipConflict,
+			ownershipConflictMessage(s.kro, "HelmRelease", "the platform cluster", hr, fluxConflictAdvice))
+		return wait, nil
 	}
 	status, message := fluxReadiness(hr.Generation, hr.Status.ObservedGeneration, hr.Status.Conditions)
 	s.obs.managed = append(s.obs.managed, managedFlux(hr, status, message))

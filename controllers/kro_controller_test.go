@@ -23,7 +23,7 @@ import (
 )
 
 func TestHappyPathToReady(t *testing.T) {
-	g := NewWithT(t)
+	g := withClusters(t)
 	ctx := context.Background()
 	ns := newNamespace(t, g)
 	version := uniq("v1")
@@ -139,7 +139,7 @@ func TestHappyPathToReady(t *testing.T) {
 }
 
 func TestIdleReconcileWritesNothing(t *testing.T) {
-	g := NewWithT(t)
+	g := withClusters(t)
 	ctx := context.Background()
 	ns := newNamespace(t, g)
 	version := uniq("v1")
@@ -200,7 +200,7 @@ func TestIdleReconcileWritesNothing(t *testing.T) {
 }
 
 func TestUnknownVersionFixedByProviderConfig(t *testing.T) {
-	g := NewWithT(t)
+	g := withClusters(t)
 	ns := newNamespace(t, g)
 	version := uniq("v9")
 	k := newKro(g, ns, "unknown", version)
@@ -241,7 +241,7 @@ func TestUnknownVersionFixedByProviderConfig(t *testing.T) {
 }
 
 func TestSwitchingVersions(t *testing.T) {
-	g := NewWithT(t)
+	g := withClusters(t)
 	ctx := context.Background()
 	ns := newNamespace(t, g)
 	v1, v2 := uniq("v1"), uniq("v2")
@@ -282,7 +282,7 @@ func TestSwitchingVersions(t *testing.T) {
 }
 
 func TestSourceSecretRotation(t *testing.T) {
-	g := NewWithT(t)
+	g := withClusters(t)
 	ctx := context.Background()
 	ns := newNamespace(t, g)
 	version := uniq("v1")
@@ -318,7 +318,7 @@ func TestSourceSecretRotation(t *testing.T) {
 }
 
 func TestMissingAndWrongTypedSecrets(t *testing.T) {
-	g := NewWithT(t)
+	g := withClusters(t)
 	ctx := context.Background()
 	ns := newNamespace(t, g)
 	version := uniq("v1")
@@ -346,7 +346,7 @@ func TestMissingAndWrongTypedSecrets(t *testing.T) {
 }
 
 func TestDeletionBlockedByResourceGraphDefinitions(t *testing.T) {
-	g := NewWithT(t)
+	g := withClusters(t)
 	ctx := context.Background()
 	ns := newNamespace(t, g)
 	version := uniq("v1")
@@ -399,7 +399,7 @@ func TestDeletionBlockedByResourceGraphDefinitions(t *testing.T) {
 }
 
 func TestDeletionAfterVersionWithdrawn(t *testing.T) {
-	g := NewWithT(t)
+	g := withClusters(t)
 	ns := newNamespace(t, g)
 	version := uniq("v1")
 	chartSecret := uniq("chart")
@@ -418,7 +418,7 @@ func TestDeletionAfterVersionWithdrawn(t *testing.T) {
 }
 
 func TestAccessSecretGoneDuringDeletion(t *testing.T) {
-	g := NewWithT(t)
+	g := withClusters(t)
 	ctx := context.Background()
 	ns := newNamespace(t, g)
 	k := readyKro(t, g, ns, "gone", baseVersion)
@@ -453,7 +453,7 @@ func TestAccessSecretGoneDuringDeletion(t *testing.T) {
 }
 
 func TestDeletionWithoutResourceGraphDefinitionCRD(t *testing.T) {
-	g := NewWithT(t)
+	g := withClusters(t)
 	ns := newNamespace(t, g)
 	k := newKro(g, ns, "bare", baseVersion)
 	grantAccess(g, k, bareControlPlane)
@@ -463,7 +463,7 @@ func TestDeletionWithoutResourceGraphDefinitionCRD(t *testing.T) {
 }
 
 func TestOperationAnnotations(t *testing.T) {
-	g := NewWithT(t)
+	g := withClusters(t)
 	ctx := context.Background()
 	ns := newNamespace(t, g)
 	k := readyKro(t, g, ns, "ops", baseVersion)
@@ -493,7 +493,7 @@ func TestOperationAnnotations(t *testing.T) {
 }
 
 func TestLongNames(t *testing.T) {
-	g := NewWithT(t)
+	g := withClusters(t)
 	ctx := context.Background()
 	longNS := "t-" + strings.Repeat("n", 54) + "-" + uniq("x")[2:]
 	g.Expect(len(longNS)).To(Equal(63))
@@ -521,7 +521,7 @@ func TestLongNames(t *testing.T) {
 }
 
 func TestProviderConfigMissing(t *testing.T) {
-	g := NewWithT(t)
+	g := withClusters(t)
 	ctx := context.Background()
 	ns := newNamespace(t, g)
 	pc := &v1alpha1.ProviderConfig{}
@@ -555,7 +555,7 @@ func TestProviderConfigMissing(t *testing.T) {
 }
 
 func TestSourceSecretMapsToExactlyItsKros(t *testing.T) {
-	g := NewWithT(t)
+	g := withClusters(t)
 	ns := newNamespace(t, g)
 	v1, v2 := uniq("v1"), uniq("v2")
 	chart, image := uniq("chart"), uniq("image")
@@ -580,7 +580,7 @@ func TestSourceSecretMapsToExactlyItsKros(t *testing.T) {
 // whose status already looks right would leave the Kro not Ready until the poll interval,
 // 10 minutes in this suite).
 func TestFluxFlipsRightAfterAStatusWriteAreSeen(t *testing.T) {
-	g := NewWithT(t)
+	g := withClusters(t)
 	ctx := context.Background()
 	k := readyKro(t, g, newNamespace(t, g), "flips", baseVersion)
 	key := client.ObjectKeyFromObject(k)

@@ -54,7 +54,7 @@ func hasLabels(m *dto.Metric, want map[string]string) bool {
 }
 
 func TestMetrics(t *testing.T) {
-	g := NewWithT(t)
+	g := withClusters(t)
 	ns := newNamespace(t, g)
 	readyBefore := metricValue(g, "service_provider_kro_time_to_ready_seconds", nil)
 	k := readyKro(t, g, ns, "measured", baseVersion)

@@ -55,7 +55,7 @@ func setRGDReady(g Gomega, c client.Client, name string, status metav1.Condition
 }
 
 func TestLastRGDDeletedReleasesTheDeletionByWatch(t *testing.T) {
-	g := NewWithT(t)
+	g := withClusters(t)
 	ctx := context.Background()
 	ns := newNamespace(t, g)
 	k := readyKro(t, g, ns, "guarded", baseVersion)
@@ -71,7 +71,7 @@ func TestLastRGDDeletedReleasesTheDeletionByWatch(t *testing.T) {
 }
 
 func TestReplicatedSecretOnControlPlaneIsRestored(t *testing.T) {
-	g := NewWithT(t)
+	g := withClusters(t)
 	ctx := context.Background()
 	ns := newNamespace(t, g)
 	version, image := uniq("v1"), uniq("image")
@@ -105,7 +105,7 @@ func TestReplicatedSecretOnControlPlaneIsRestored(t *testing.T) {
 }
 
 func TestRGDReadinessInTheKroStatus(t *testing.T) {
-	g := NewWithT(t)
+	g := withClusters(t)
 	ctx := context.Background()
 	ns := newNamespace(t, g)
 	k := readyKro(t, g, ns, "tenant-view", baseVersion)
@@ -137,7 +137,7 @@ func TestRGDReadinessInTheKroStatus(t *testing.T) {
 }
 
 func TestRGDCRDInstalledAfterEngagement(t *testing.T) {
-	g := NewWithT(t)
+	g := withClusters(t)
 	ctx := context.Background()
 	late := startControlPlane(t, g, "late-kro", false)
 	ns := newNamespace(t, g)
@@ -153,7 +153,7 @@ func TestRGDCRDInstalledAfterEngagement(t *testing.T) {
 }
 
 func TestUnreachableControlPlane(t *testing.T) {
-	g := NewWithT(t)
+	g := withClusters(t)
 	ctx := context.Background()
 	flaky := startControlPlane(t, g, "flaky", true)
 	ns := newNamespace(t, g)
@@ -190,7 +190,7 @@ func TestUnreachableControlPlane(t *testing.T) {
 }
 
 func TestRotatedKubeconfigWithRevokedToken(t *testing.T) {
-	g := NewWithT(t)
+	g := withClusters(t)
 	ctx := context.Background()
 	cp := startControlPlane(t, g, "rotating", true)
 	first, err := cp.TokenKubeconfig(ctx, "provider-a")
@@ -226,7 +226,7 @@ func TestRotatedKubeconfigWithRevokedToken(t *testing.T) {
 }
 
 func TestForceDeletedKroIsDisengaged(t *testing.T) {
-	g := NewWithT(t)
+	g := withClusters(t)
 	ctx := context.Background()
 	engaged := func(g Gomega) float64 {
 		return metricValue(g, "service_provider_kro_controlplanes", map[string]string{"phase": "Engaged"})
@@ -245,7 +245,7 @@ func TestForceDeletedKroIsDisengaged(t *testing.T) {
 }
 
 func TestBrokenKubeconfigIsReported(t *testing.T) {
-	g := NewWithT(t)
+	g := withClusters(t)
 	ctx := context.Background()
 	ns := newNamespace(t, g)
 	k := newKro(g, ns, "broken-access", baseVersion)
@@ -273,7 +273,7 @@ func mustJSON(g Gomega, v any) []byte {
 }
 
 func TestEditedFluxObjectIsRepairedAndIdleSendsNoApply(t *testing.T) {
-	g := NewWithT(t)
+	g := withClusters(t)
 	ctx := context.Background()
 	ns := newNamespace(t, g)
 	k := readyKro(t, g, ns, "drift", baseVersion)

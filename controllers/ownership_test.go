@@ -21,7 +21,7 @@ import (
 // overwritten nor deleted: the Kro reports the conflict, names the secret and what to
 // do, and its deletion leaves the secret as it was.
 func TestTenantSecretsAreNeverTakenOver(t *testing.T) {
-	g := NewWithT(t)
+	g := withClusters(t)
 	ctx := context.Background()
 	ns := newNamespace(t, g)
 	version, chart, image := uniq("v1"), uniq("chart"), uniq("image")
@@ -84,7 +84,7 @@ func TestTenantSecretsAreNeverTakenOver(t *testing.T) {
 // every namespace; a namespace someone else created stays, and so does one the provider
 // created that still holds someone's object.
 func TestTenantNamespaceRemovedWhenTheProviderCreatedIt(t *testing.T) {
-	g := NewWithT(t)
+	g := withClusters(t)
 	ctx := context.Background()
 	ns := newNamespace(t, g)
 	version, chart := uniq("v1"), uniq("chart")
@@ -151,7 +151,7 @@ func TestTenantNamespaceRemovedWhenTheProviderCreatedIt(t *testing.T) {
 // Flux uninstalls kro whatever happens; an RGD created then does not turn DeletionBlocked
 // back to True, the condition says it will be orphaned.
 func TestRGDCreatedDuringUninstallIsNamedAsOrphaned(t *testing.T) {
-	g := NewWithT(t)
+	g := withClusters(t)
 	ctx := context.Background()
 	ns := newNamespace(t, g)
 	k := readyKro(t, g, ns, "late-rgd", baseVersion)
@@ -185,7 +185,7 @@ func TestRGDCreatedDuringUninstallIsNamedAsOrphaned(t *testing.T) {
 // established: another CRD of the group holds its kind). That counts as unknown: the
 // deletion waits and says why, rather than taking "no RGDs in the cache" for none.
 func TestDeletionWaitsWhileTheRGDWatchIsNotSynced(t *testing.T) {
-	g := NewWithT(t)
+	g := withClusters(t)
 	ctx := context.Background()
 	cp := startControlPlane(t, g, "unsynced", false)
 	ns := newNamespace(t, g)
@@ -245,4 +245,41 @@ func TestDeletionWaitsWhileTheRGDWatchIsNotSynced(t *testing.T) {
 	hr.Finalizers = nil
 	g.Expect(platform.Client.Update(ctx, hr)).To(Succeed())
 	eventuallyGone(g, onboarding.Client, k)
+}
+
+// TestFluxObjectsOfOthersAreNeverTakenOver: a HelmRelease of the provider's name in the
+// tenant namespace that someone else made is reported and left alone, also by the Kro's
+// deletion, which then has nothing of its own to uninstall.
+func TestFluxObjectsOfOthersAreNeverTakenOver(t *testing.T) {
+	g := withClusters(t)
+	ctx := context.Background()
+	ns := newNamespace(t, g)
+	k := newKro(g, ns, "flux-conflict", baseVersion)
+	tenant := tenantNamespace(g, k)
+	g.Expect(client.IgnoreAlreadyExists(platform.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenant}}))).To(Succeed())
+	theirs := &helmv2.HelmRelease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: providerName, Labels: map[string]string{"owner": "platform-team"}},
+		Spec: helmv2.HelmReleaseSpec{
+			ChartRef: &helmv2.CrossNamespaceSourceReference{Kind: "OCIRepository", Name: "theirs"},
+		},
+	}
+	g.Expect(platform.Client.Create(ctx, theirs)).To(Succeed())
+	grantAccess(g, k, controlPlane)
+	k = eventuallyCondition(g, k, v1alpha1.ConditionHelmReleaseReady, metav1.ConditionFalse, v1alpha1.ReasonOwnershipConflict,
+		"HelmRelease "+tenant+"/"+providerName+" on the platform cluster was not created by the provider", "move that object elsewhere")
+	eventuallyEvent(g, k, "Warning/"+v1alpha1.ReasonOwnershipConflict, "HelmRelease "+tenant+"/"+providerName)
+	untouched := func(g Gomega) {
+		got := &helmv2.HelmRelease{}
+		g.Expect(platform.Client.Get(ctx, client.ObjectKeyFromObject(theirs), got)).To(Succeed())
+		g.Expect(got.UID).To(Equal(theirs.UID))
+		g.Expect(got.Labels).To(Equal(theirs.Labels))
+		g.Expect(got.Spec.ChartRef.Name).To(Equal("theirs"))
+		g.Expect(got.DeletionTimestamp).To(BeNil())
+	}
+	untouched(g)
+
+	deleteKro(g, k)
+	eventuallyGone(g, onboarding.Client, k)
+	untouched(g)
+	g.Expect(platform.Client.Delete(ctx, theirs)).To(Succeed())
 }

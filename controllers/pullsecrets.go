@@ -71,7 +71,7 @@ func (r *KroReconciler) reconcileChartPullSecret(ctx context.Context, s *scope) 
 		}
 		if !owned {
 			s.obs.set(v1alpha1.ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonOwnershipConflict,
-				ownershipConflictMessage(s.kro, "the platform cluster", cp, fmt.Sprintf(
+				ownershipConflictMessage(s.kro, "secret", "the platform cluster", cp, fmt.Sprintf(
 					"use another chart pull secret name in ProviderConfig %q (chartPullSecret of version %s), or delete that secret if nobody needs it",
 					r.ProviderName, s.version.Version)))
 			return wait, nil
@@ -103,7 +103,7 @@ func (r *KroReconciler) reconcileImagePullSecrets(ctx context.Context, s *scope)
 			return proceed, fmt.Errorf("copying image pull secret %q: %w", name, err)
 		}
 		if !owned {
-			conflicts = append(conflicts, ownershipConflictMessage(s.kro, "the ControlPlane", cp, fmt.Sprintf(
+			conflicts = append(conflicts, ownershipConflictMessage(s.kro, "secret", "the ControlPlane", cp, fmt.Sprintf(
 				"rename the image pull secret in ProviderConfig %q (helmValues.imagePullSecrets of version %s), or delete that secret on the ControlPlane if nobody needs it",
 				r.ProviderName, s.version.Version)))
 			continue
@@ -304,9 +304,9 @@ func ownedAs(current, desired client.Object) bool {
 }
 
 // ownershipConflictMessage says which object is in the provider's way and what to do.
-func ownershipConflictMessage(kro *v1alpha1.Kro, where string, obj client.Object, todo string) string {
-	return fmt.Sprintf("secret %s/%s on %s was not created by the provider for Kro %s/%s (it lacks the labels %s=%s and %s=%s), so the provider neither overwrites nor deletes it: %s",
-		obj.GetNamespace(), obj.GetName(), where, kro.Namespace, kro.Name, v1alpha1.LabelManagedBy, v1alpha1.ManagedByValue, v1alpha1.LabelKroName, obj.GetLabels()[v1alpha1.LabelKroName], todo)
+func ownershipConflictMessage(kro *v1alpha1.Kro, kind, where string, obj client.Object, todo string) string {
+	return fmt.Sprintf("%s %s/%s on %s was not created by the provider for Kro %s/%s (it lacks the labels %s=%s and %s=%s), so the provider neither overwrites nor deletes it: %s",
+		kind, obj.GetNamespace(), obj.GetName(), where, kro.Namespace, kro.Name, v1alpha1.LabelManagedBy, v1alpha1.ManagedByValue, v1alpha1.LabelKroName, obj.GetLabels()[v1alpha1.LabelKroName], todo)
 }
 
 // secretUpToDate tells whether current carries everything desired sets.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -54,35 +55,74 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	ctrl.SetLogger(logr.Discard())
 	if os.Getenv("TEST_VERBOSE_LOGS") != "" {
 		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
 	}
-	cs, err := startClusters(ctx)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting clusters:", err)
-		return 1
-	}
-	defer testenv.StopClusters(cs...)
-	onboarding, platform, controlPlane, bareControlPlane = cs[0], cs[1], cs[2], cs[3]
-
-	if err := prepare(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "preparing clusters:", err)
-		return 1
-	}
-	mgrDone := make(chan error, 1)
-	if err := startManager(ctx, mgrDone); err != nil {
-		fmt.Fprintln(os.Stderr, "starting the manager:", err)
-		return 1
-	}
 	code := m.Run()
-	cancel()
-	if err := <-mgrDone; err != nil {
-		fmt.Fprintln(os.Stderr, "manager:", err)
+	if err := suite.stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 	}
 	return code
+}
+
+// suite is the shared environment of the integration tests: four API servers and the
+// provider's manager on them. It starts with the first test that asks for it
+// (withClusters), so that the pure tests of this package run without any API server.
+var suite suiteEnv
+
+type suiteEnv struct {
+	once     sync.Once
+	err      error
+	cancel   context.CancelFunc
+	clusters []*testenv.Cluster
+	mgrDone  chan error
+}
+
+// withClusters starts the suite's clusters and the provider on first use and returns a
+// Gomega for t; a test that needs them calls it first.
+func withClusters(t *testing.T) Gomega {
+	t.Helper()
+	suite.once.Do(func() { suite.err = startSuite() })
+	if suite.err != nil {
+		t.Fatalf("starting the suite's clusters and the provider: %v", suite.err)
+	}
+	return NewWithT(t)
+}
+
+func startSuite() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	suite.cancel = cancel
+	cs, err := startClusters(ctx)
+	if err != nil {
+		return fmt.Errorf("starting clusters: %w", err)
+	}
+	suite.clusters = cs
+	onboarding, platform, controlPlane, bareControlPlane = cs[0], cs[1], cs[2], cs[3]
+	if err := prepare(ctx); err != nil {
+		return fmt.Errorf("preparing clusters: %w", err)
+	}
+	suite.mgrDone = make(chan error, 1)
+	if err := startManager(ctx, suite.mgrDone); err != nil {
+		return fmt.Errorf("starting the manager: %w", err)
+	}
+	return nil
+}
+
+// stop ends what startSuite started, if anything: the manager, then the clusters.
+func (s *suiteEnv) stop() error {
+	if s.cancel == nil {
+		return nil
+	}
+	s.cancel()
+	var err error
+	if s.mgrDone != nil {
+		if mgrErr := <-s.mgrDone; mgrErr != nil {
+			err = fmt.Errorf("manager: %w", mgrErr)
+		}
+	}
+	testenv.StopClusters(s.clusters...)
+	return err
 }
 
 func startClusters(ctx context.Context) ([]*testenv.Cluster, error) {

@@ -180,6 +180,16 @@ func (f *fakeOpenMCP) rotateOnboarding(g Gomega, localName string, serial int) {
 	f.rotate(g, f.onboarding, client.ObjectKey{Namespace: config.Namespace, Name: name + "-access"}, name, serial)
 }
 
+// controlPlaneExists plays openmcp's ClusterRequest of the ControlPlane an AccessRequest
+// refers to: while it exists, the ControlPlane is not gone.
+func controlPlaneExists(g Gomega, platform client.Client, ar *clustersv1alpha1.AccessRequest) {
+	cr := &clustersv1alpha1.ClusterRequest{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ar.Spec.RequestRef.Namespace, Name: ar.Spec.RequestRef.Name},
+		Spec:       clustersv1alpha1.ClusterRequestSpec{Purpose: "mcp"},
+	}
+	g.Expect(client.IgnoreAlreadyExists(platform.Create(context.Background(), cr))).To(Succeed())
+}
+
 // grantControlPlane grants the provider's AccessRequest in the tenant namespace with a
 // cluster-admin ServiceAccount token of the ControlPlane.
 func (f *fakeOpenMCP) grantControlPlane(g Gomega, tenant string, cp *testenv.Cluster, serial int) *clustersv1alpha1.AccessRequest {
@@ -191,6 +201,7 @@ func (f *fakeOpenMCP) grantControlPlane(g Gomega, tenant string, cp *testenv.Clu
 		g.Expect(list.Items).To(HaveLen(1))
 		*ar = list.Items[0]
 	}, rbacTimeout, rbacInterval).Should(Succeed(), "the provider's AccessRequest for the ControlPlane")
+	controlPlaneExists(g, f.platform, ar)
 	g.Expect(client.IgnoreAlreadyExists(cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fakeGrantNamespace}}))).To(Succeed())
 	kubeconfig := f.issue(g, cp, "controlplane-access", serial, []rbacv1.PolicyRule{{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"*"}}, {NonResourceURLs: []string{"*"}, Verbs: []string{"*"}}})
 	g.Expect(f.platform.Create(ctx, &corev1.Secret{

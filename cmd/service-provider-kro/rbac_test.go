@@ -112,6 +112,7 @@ func TestOpenMCPModeWithGeneratedRBAC(t *testing.T) {
 			*ar = list.Items[0]
 		}, rbacTimeout, rbacInterval).Should(Succeed(), "the provider's AccessRequest")
 		arKey = client.ObjectKeyFromObject(ar)
+		controlPlaneExists(g, e.platform.Client, ar)
 		g.Expect(e.platform.Client.Create(context.Background(), &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: "granted-access", Namespace: tenant},
 			Data:       map[string][]byte{clusters.KubeconfigKey: e.controlPlane.Kubeconfig},

@@ -27,7 +27,9 @@
 //     ControlPlane), so that one being deleted brings the Kro back; the granted Cluster
 //     is read uncached (get only).
 //   - OCIRepositories and HelmReleases: applied, watched and deleted in tenant
-//     namespaces; get for the uncached read of a HelmRelease during deletion.
+//     namespaces; get for the uncached reads that tell one the provider made from one of
+//     the same name someone else made (the cache shows only the provider's), before
+//     creating or deleting it.
 //   - TokenReviews and SubjectAccessReviews: with --metrics-secure, the metrics endpoint
 //     asks the platform cluster who a scraper is and whether it may GET /metrics.
 //
@@ -44,7 +46,7 @@ package platform
 // +kubebuilder:rbac:groups=clusters.openmcp.cloud,resources=accessrequests,verbs=list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=clusters.openmcp.cloud,resources=clusterrequests,verbs=list;watch
 // +kubebuilder:rbac:groups=clusters.openmcp.cloud,resources=clusters,verbs=get
-// +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=ocirepositories,verbs=list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=ocirepositories,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
