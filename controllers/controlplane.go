@@ -194,7 +194,7 @@ func (c *engagedControlPlanes) Access(ctx context.Context, kro *v1alpha1.Kro) (*
 	name := clusters.ClusterName(client.ObjectKeyFromObject(kro))
 	secret, kubeconfig, err := c.kubeconfig(ctx, kro, tenantNamespace)
 	if na, ok := asNotAvailable(err); ok && (na.Gone || na.Missing) {
-		c.provider.Remove(name)
+		c.provider.Remove(ctx, name)
 	}
 	if err != nil {
 		return nil, err
@@ -254,7 +254,7 @@ func (c *engagedControlPlanes) Access(ctx context.Context, kro *v1alpha1.Kro) (*
 }
 
 func (c *engagedControlPlanes) Release(ctx context.Context, kro *v1alpha1.Kro) error {
-	c.provider.Remove(clusters.ClusterName(client.ObjectKeyFromObject(kro)))
+	c.provider.Remove(ctx, clusters.ClusterName(client.ObjectKeyFromObject(kro)))
 	if c.mode != AccessOpenMCP {
 		return nil
 	}

@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -28,56 +27,60 @@ import (
 // HelmRelease nothing is installed and nothing is guarded. A ControlPlane that is gone
 // for good is not waited for: its HelmRelease is dropped without an uninstall. It never
 // needs the version to be on offer.
-func (r *KroReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
+func (r *KroReconciler) reconcileDelete(ctx context.Context, s *scope) (result, error) {
 	s.obs.deleting = true
 	if !controllerutil.ContainsFinalizer(s.kro, v1alpha1.Finalizer) {
-		s.finalized = true
-		return ctrl.Result{}, nil
+		return finalized, nil
 	}
-	hr := &helmv2.HelmRelease{}
-	hrKey := client.ObjectKey{Namespace: s.tenantNamespace, Name: fluxObjectName(r.ProviderName)}
-	if err := r.PlatformReader.Get(ctx, hrKey, hr); apierrors.IsNotFound(err) {
-		hr = nil
-	} else if err != nil {
-		return ctrl.Result{}, fmt.Errorf("reading HelmRelease %s: %w", hrKey, err)
-	} else if !r.madeFor(s.kro, hr) {
-		hr = nil // someone else's, of the same name: not the provider's to guard or delete
-	}
-	if hr == nil {
+	hr, err := r.ownRelease(ctx, s)
+	switch {
+	case err != nil:
+		return proceed, err
+	case hr == nil:
 		return r.finishDeletion(ctx, s)
+	case !hr.DeletionTimestamp.IsZero():
+		return waiting, r.uninstalling(ctx, s, hr)
 	}
-	if !hr.DeletionTimestamp.IsZero() {
-		if err := r.uninstalling(ctx, s, hr); err != nil {
-			return ctrl.Result{}, err
-		}
-		// The HelmRelease is watched: its disappearance brings the Kro back.
-		s.obs.waitingFor = fmt.Sprintf("waiting for Flux to uninstall kro from the ControlPlane and remove HelmRelease %s", hrKey)
-		return s.result(), nil
+	// The ControlPlane's RGDs and its engagement are watched: the change that unblocks the
+	// deletion brings the Kro back; instances and the grace period are rechecked
+	// (s.requeue). The poll is only the safety net.
+	if res, err := r.guardDeletion(ctx, s, hr); res != proceed || err != nil {
+		return res, err
 	}
+	return waiting, r.deleteRelease(ctx, s, hr)
+}
 
-	out, err := r.guardDeletion(ctx, s, hr)
-	if err != nil {
-		return ctrl.Result{}, err
+// ownRelease reads the Kro's HelmRelease, uncached: nil when there is none, or when the
+// one of that name is someone else's (not the provider's to guard or delete).
+func (r *KroReconciler) ownRelease(ctx context.Context, s *scope) (*helmv2.HelmRelease, error) {
+	hr := &helmv2.HelmRelease{}
+	key := client.ObjectKey{Namespace: s.tenantNamespace, Name: fluxObjectName(r.ProviderName)}
+	switch err := r.PlatformReader.Get(ctx, key, hr); {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading HelmRelease %s: %w", key, err)
+	case !r.madeFor(s.kro, hr):
+		return nil, nil
 	}
-	if out == wait {
-		// The ControlPlane's RGDs and its engagement are watched: the change that unblocks
-		// the deletion brings the Kro back. Instances and the grace period are rechecked
-		// (s.requeueAfter); the poll is only the safety net.
-		return s.result(), nil
+	return hr, nil
+}
+
+// deleteRelease deletes the HelmRelease so that Flux uninstalls kro; its disappearance,
+// which is watched, brings the Kro back.
+func (r *KroReconciler) deleteRelease(ctx context.Context, s *scope, hr *helmv2.HelmRelease) error {
+	s.obs.waitingFor = uninstallAwaited(hr)
+	if err := r.Platform.Delete(ctx, hr, client.Preconditions{UID: &hr.UID}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting HelmRelease %s/%s: %w", hr.Namespace, hr.Name, err)
 	}
-	if err := r.Platform.Delete(ctx, hr); client.IgnoreNotFound(err) != nil {
-		return ctrl.Result{}, fmt.Errorf("deleting HelmRelease %s: %w", hrKey, err)
-	}
-	// The HelmRelease is watched: its disappearance brings the Kro back.
-	s.obs.waitingFor = fmt.Sprintf("waiting for Flux to uninstall kro from the ControlPlane and remove HelmRelease %s", hrKey)
-	return ctrl.Result{}, nil
+	return nil
 }
 
 // abandonRelease suspends the HelmRelease of a ControlPlane that is gone for good, so
 // that Flux deletes it without an uninstall it could never do, and says so.
 func (r *KroReconciler) abandonRelease(ctx context.Context, s *scope, hr *helmv2.HelmRelease, why string) error {
 	msg := fmt.Sprintf("%s: kro is dropped without uninstalling it; HelmRelease %s/%s is suspended and deleted", why, hr.Namespace, hr.Name)
-	s.obs.set(v1alpha1.ConditionDeletionBlocked, metav1.ConditionFalse, v1alpha1.ReasonControlPlaneGone, msg)
+	s.obs.notBlocked(v1alpha1.ReasonControlPlaneGone, msg)
 	if hr.Spec.Suspend {
 		return nil
 	}
@@ -90,13 +93,19 @@ func (r *KroReconciler) abandonRelease(ctx context.Context, s *scope, hr *helmv2
 	return nil
 }
 
+// uninstallAwaited says what a deletion waits for once the HelmRelease is deleted.
+func uninstallAwaited(hr *helmv2.HelmRelease) string {
+	return fmt.Sprintf("waiting for Flux to uninstall kro from the ControlPlane and remove HelmRelease %s/%s", hr.Namespace, hr.Name)
+}
+
 // uninstalling reports a deletion whose HelmRelease is already being deleted: the
 // uninstall is under way and nothing stops it any more, so nothing is guarded. An RGD
 // created since is named as one that will be orphaned, not as a reason to block. When
 // the ControlPlane turns out to be gone for good meanwhile, the release is abandoned.
 func (r *KroReconciler) uninstalling(ctx context.Context, s *scope, hr *helmv2.HelmRelease) error {
+	s.obs.waitingFor = uninstallAwaited(hr)
 	msg := "the uninstall of kro from the ControlPlane is under way; nothing blocks the deletion any more"
-	access, na, err := r.deletionAccess(ctx, s)
+	access, na, err := r.lookUpAccess(ctx, s)
 	switch {
 	case err != nil:
 		return err
@@ -114,7 +123,7 @@ func (r *KroReconciler) uninstalling(ctx context.Context, s *scope, hr *helmv2.H
 			return nil // accessGone said what the deletion waits for
 		}
 	}
-	s.obs.set(v1alpha1.ConditionDeletionBlocked, metav1.ConditionFalse, v1alpha1.ReasonUninstalling, msg)
+	s.obs.notBlocked(v1alpha1.ReasonUninstalling, msg)
 	return nil
 }
 
@@ -124,64 +133,62 @@ func (r *KroReconciler) uninstalling(ctx context.Context, s *scope, hr *helmv2.H
 // AccessRequest, the kubeconfig of a destroyed ControlPlane). What the provider made is
 // removed, the access released, the tenant namespace deleted if the provider created it
 // and it is empty, then the finalizer.
-func (r *KroReconciler) finishDeletion(ctx context.Context, s *scope) (ctrl.Result, error) {
-	access, out, err := r.cleanupAccess(ctx, s)
-	if err != nil || out == wait {
-		return ctrl.Result{}, err
+func (r *KroReconciler) finishDeletion(ctx context.Context, s *scope) (result, error) {
+	access, res, err := r.cleanupAccess(ctx, s)
+	if err != nil || res != proceed {
+		return res, err
 	}
-	s.obs.set(v1alpha1.ConditionDeletionBlocked, metav1.ConditionFalse, v1alpha1.ReasonReconcileSuccess,
+	s.obs.notBlocked(v1alpha1.ReasonReconcileSuccess,
 		"kro is not installed on the ControlPlane (no HelmRelease is left): nothing blocks the deletion")
 	if err := r.removeLeftovers(ctx, s, access); err != nil {
-		return ctrl.Result{}, err
+		return proceed, err
 	}
 	if err := r.ControlPlanes.Release(ctx, s.kro); err != nil {
-		return ctrl.Result{}, err
+		return proceed, err
 	}
 	if err := r.removeTenantNamespace(ctx, s); err != nil {
-		return ctrl.Result{}, err
+		return proceed, err
 	}
 	if err := r.removeFinalizer(ctx, s.kro, &s.writes); err != nil {
-		return ctrl.Result{}, err
+		return proceed, err
 	}
-	s.finalized = true
-	return ctrl.Result{}, nil
+	return finalized, nil
 }
 
 // cleanupAccess returns the ControlPlane's access when it works, to remove the image
 // pull secret copies there too, and nil when it does not: a ControlPlane that cannot be
 // reached does not hold up a deletion that has nothing to uninstall. It waits only while
 // a connection is being made, whose outcome brings the Kro back.
-func (r *KroReconciler) cleanupAccess(ctx context.Context, s *scope) (*ControlPlaneAccess, outcome, error) {
-	access, na, err := r.deletionAccess(ctx, s)
+func (r *KroReconciler) cleanupAccess(ctx context.Context, s *scope) (*ControlPlaneAccess, result, error) {
+	access, na, err := r.lookUpAccess(ctx, s)
 	switch {
 	case err != nil:
 		return nil, proceed, err
 	case access != nil:
 		return access, proceed, nil
 	case na.Connecting:
-		s.undecided = true
-		return nil, wait, nil
+		return nil, undecided, nil
 	default:
 		return nil, proceed, nil
 	}
 }
 
-// deletionAccess looks for the ControlPlane's access during a deletion and reports it
-// in ControlPlaneAccessReady: the access when it works, else why not.
-func (r *KroReconciler) deletionAccess(ctx context.Context, s *scope) (*ControlPlaneAccess, *NotAvailableError, error) {
+// lookUpAccess looks for the ControlPlane's access and reports it in
+// ControlPlaneAccessReady: the access when it works, else why not.
+func (r *KroReconciler) lookUpAccess(ctx context.Context, s *scope) (*ControlPlaneAccess, *NotAvailableError, error) {
 	access, err := r.ControlPlanes.Access(ctx, s.kro)
 	na, notAvailable := asNotAvailable(err)
 	switch {
 	case err != nil && !notAvailable:
 		return nil, nil, err
 	case notAvailable:
-		s.obs.set(v1alpha1.ConditionControlPlaneAccessReady, metav1.ConditionFalse, na.reason(), na.Message)
+		s.obs.accessMissing(s.kro, na, time.Now())
+		s.obs.accessNotAvailable(na)
 		return nil, na, nil
 	}
 	s.access = access
 	s.obs.accessMissing(s.kro, nil, time.Now())
-	s.obs.set(v1alpha1.ConditionControlPlaneAccessReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess,
-		fmt.Sprintf("the ControlPlane is reached through the kubeconfig in secret %s/%s", s.tenantNamespace, access.Kubeconfig.Name))
+	s.obs.accessReached(s.tenantNamespace, access.Kubeconfig.Name)
 	return access, nil, nil
 }
 
@@ -207,8 +214,7 @@ func (r *KroReconciler) accessGone(s *scope, na *NotAvailableError, now time.Tim
 	}
 	msg := fmt.Sprintf("the ControlPlane's access has been missing since %s; kro will be dropped without uninstalling at %s unless it comes back (%s)",
 		since.UTC().Format(time.RFC3339), deadline.UTC().Format(time.RFC3339), na.Message)
-	s.obs.set(v1alpha1.ConditionDeletionBlocked, metav1.ConditionTrue, v1alpha1.ReasonControlPlaneAccessMissing, msg)
-	s.obs.waitingFor = msg
+	s.obs.blocked(v1alpha1.ReasonControlPlaneAccessMissing, msg)
 	s.requeue(deadline.Sub(now))
 	return false, ""
 }
@@ -238,8 +244,8 @@ const instanceRecheck = 2 * time.Second
 // ResourceGraphDefinitions and no instances of kinds kro generated are left on the
 // ControlPlane. When the ControlPlane is gone for good there is nothing left to protect
 // and Flux could never uninstall: the HelmRelease is abandoned.
-func (r *KroReconciler) guardDeletion(ctx context.Context, s *scope, hr *helmv2.HelmRelease) (outcome, error) {
-	access, na, err := r.deletionAccess(ctx, s)
+func (r *KroReconciler) guardDeletion(ctx context.Context, s *scope, hr *helmv2.HelmRelease) (result, error) {
+	access, na, err := r.lookUpAccess(ctx, s)
 	switch {
 	case err != nil:
 		return proceed, err
@@ -250,22 +256,24 @@ func (r *KroReconciler) guardDeletion(ctx context.Context, s *scope, hr *helmv2.
 		return proceed, r.abandonRelease(ctx, s, hr, why)
 	}
 	if na.Missing {
-		return wait, nil // accessGone said until when
+		return waiting, nil // accessGone said until when
 	}
-	s.undecided = na.Connecting
+	if na.Connecting {
+		return undecided, nil
+	}
 	s.obs.blocked(na.reason(), "cannot check the ControlPlane for ResourceGraphDefinitions: "+na.Message)
-	return wait, nil
+	return waiting, nil
 }
 
 // guardUserResources blocks the deletion while the tenant's RGDs or instances of the
 // kinds kro generated for them exist: uninstalling kro would orphan them, and instances
 // that carry kro's finalizer could never finish deleting.
-func (r *KroReconciler) guardUserResources(ctx context.Context, s *scope, access *ControlPlaneAccess) (outcome, error) {
+func (r *KroReconciler) guardUserResources(ctx context.Context, s *scope, access *ControlPlaneAccess) (result, error) {
 	list, err := access.ResourceGraphDefinitions(ctx)
 	if errors.Is(err, errRGDsUnknown) {
 		s.obs.rgdsKeep = true
 		s.obs.blocked(v1alpha1.ReasonReconciling, "cannot check the ControlPlane for ResourceGraphDefinitions yet: "+err.Error())
-		return wait, nil
+		return waiting, nil
 	}
 	if err != nil {
 		s.obs.waitingFor = "checking the ControlPlane for ResourceGraphDefinitions failed: " + summarize(err)
@@ -295,18 +303,13 @@ func (r *KroReconciler) guardUserResources(ctx context.Context, s *scope, access
 			"%d instances of kinds kro generated still exist on the ControlPlane although their ResourceGraphDefinitions are gone: %s; kro cannot finish deleting them without their RGD: recreate the RGD (%s) so that kro can finish them and delete the instances while it exists, then the RGD",
 			totalInstances(instances), listInstances(instances), rgdsOfInstances(instances)))
 	default:
-		s.obs.set(v1alpha1.ConditionDeletionBlocked, metav1.ConditionFalse, v1alpha1.ReasonReconcileSuccess,
+		s.obs.notBlocked(v1alpha1.ReasonReconcileSuccess,
 			"no ResourceGraphDefinitions and no instances of kro's kinds block the deletion")
 		return proceed, nil
 	}
-	return wait, nil
+	return waiting, nil
 }
 
-// blocked says what a deletion waits for, in DeletionBlocked and in Ready.
-func (o *observation) blocked(reason, msg string) {
-	o.set(v1alpha1.ConditionDeletionBlocked, metav1.ConditionTrue, reason, msg)
-	o.waitingFor = msg
-}
 
 // removeLeftovers deletes the OCIRepository and every secret copy, on the ControlPlane
 // too while it can be reached.

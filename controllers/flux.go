@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
@@ -20,16 +19,16 @@ import (
 )
 
 // reconcileOCIRepository applies the chart source and reports its readiness.
-func (r *KroReconciler) reconcileOCIRepository(ctx context.Context, s *scope) (outcome, error) {
+func (r *KroReconciler) reconcileOCIRepository(ctx context.Context, s *scope) (result, error) {
 	repo := newOCIRepository(s.kro, r.ProviderName, s.tenantNamespace, s.version, s.chartSecret, s.pollInterval)
 	owned, err := applyOwned(ctx, r.Platform, r.PlatformReader, repo, &sourcev1.OCIRepository{})
 	if err != nil {
 		return proceed, fmt.Errorf("applying OCIRepository %s/%s: %w", repo.Namespace, repo.Name, err)
 	}
 	if !owned {
-		s.obs.set(v1alpha1.ConditionOCIRepositoryReady, metav1.ConditionFalse, v1alpha1.ReasonOwnershipConflict,
+		s.obs.ownershipConflict(v1alpha1.ConditionOCIRepositoryReady,
 			ownershipConflictMessage(s.kro, "OCIRepository", "the platform cluster", repo, fluxConflictAdvice))
-		return wait, nil
+		return waiting, nil
 	}
 	status, message := fluxReadiness(repo.Generation, repo.Status.ObservedGeneration, repo.Status.Conditions)
 	s.obs.managed = append(s.obs.managed, managedFlux(repo, status, message))
@@ -42,33 +41,21 @@ func (r *KroReconciler) reconcileOCIRepository(ctx context.Context, s *scope) (o
 const fluxConflictAdvice = "the tenant namespace holds the provider's OCIRepository and HelmRelease, named after the provider; move that object elsewhere or delete it if nobody needs it"
 
 // observeControlPlane finds the access to the ControlPlane; without it, the step waits.
-func (r *KroReconciler) observeControlPlane(ctx context.Context, s *scope) (outcome, error) {
-	access, err := r.ControlPlanes.Access(ctx, s.kro)
-	if na, ok := asNotAvailable(err); ok {
-		s.undecided = na.Connecting
-		s.obs.accessMissing(s.kro, na, time.Now())
-		s.obs.set(v1alpha1.ConditionControlPlaneAccessReady, metav1.ConditionFalse, na.reason(), na.Message)
-		return wait, nil
-	}
-	if err != nil {
+func (r *KroReconciler) observeControlPlane(ctx context.Context, s *scope) (result, error) {
+	access, na, err := r.lookUpAccess(ctx, s)
+	switch {
+	case err != nil:
 		return proceed, err
+	case na != nil && na.Connecting:
+		return undecided, nil
+	case na != nil:
+		return waiting, nil
 	}
-	s.obs.accessMissing(s.kro, nil, time.Now())
-	s.access = access
-	s.obs.set(v1alpha1.ConditionControlPlaneAccessReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess,
-		fmt.Sprintf("the ControlPlane is reached through the kubeconfig in secret %s/%s", s.tenantNamespace, access.Kubeconfig.Name))
 
 	rgds, err := access.ResourceGraphDefinitions(ctx)
 	switch {
 	case errors.Is(err, errRGDsUnknown):
-		// Right after an engagement (a restart, a rotation) the RGDs are not known yet:
-		// keep what was reported before, with its time, rather than flip to Unknown and back.
-		s.obs.rgdsKeep = true
-		if prev := meta.FindStatusCondition(s.kro.Status.Conditions, v1alpha1.ConditionResourceGraphDefinitionsReady); prev != nil && prev.Reason != v1alpha1.ReasonNotChecked {
-			s.obs.set(prev.Type, prev.Status, prev.Reason, prev.Message)
-		} else {
-			s.obs.set(v1alpha1.ConditionResourceGraphDefinitionsReady, metav1.ConditionUnknown, v1alpha1.ReasonReconciling, err.Error())
-		}
+		s.obs.rgdsNotKnownYet(meta.FindStatusCondition(s.kro.Status.Conditions, v1alpha1.ConditionResourceGraphDefinitionsReady), err.Error())
 	case err != nil:
 		return proceed, err
 	default:
@@ -80,16 +67,16 @@ func (r *KroReconciler) observeControlPlane(ctx context.Context, s *scope) (outc
 
 // reconcileHelmRelease applies the release of kro onto the ControlPlane and reports its
 // readiness; the Kro is Ready only when the HelmRelease is.
-func (r *KroReconciler) reconcileHelmRelease(ctx context.Context, s *scope) (outcome, error) {
+func (r *KroReconciler) reconcileHelmRelease(ctx context.Context, s *scope) (result, error) {
 	hr := newHelmRelease(s.kro, r.ProviderName, s.tenantNamespace, s.version, s.access.Kubeconfig, s.pollInterval)
 	owned, err := applyOwned(ctx, r.Platform, r.PlatformReader, hr, &helmv2.HelmRelease{})
 	if err != nil {
 		return proceed, fmt.Errorf("applying HelmRelease %s/%s: %w", hr.Namespace, hr.Name, err)
 	}
 	if !owned {
-		s.obs.set(v1alpha1.ConditionHelmReleaseReady, metav1.ConditionFalse, v1alpha1.ReasonOwnershipConflict,
+		s.obs.ownershipConflict(v1alpha1.ConditionHelmReleaseReady,
 			ownershipConflictMessage(s.kro, "HelmRelease", "the platform cluster", hr, fluxConflictAdvice))
-		return wait, nil
+		return waiting, nil
 	}
 	status, message := fluxReadiness(hr.Generation, hr.Status.ObservedGeneration, hr.Status.Conditions)
 	s.obs.managed = append(s.obs.managed, managedFlux(hr, status, message))

@@ -53,21 +53,32 @@ type KroReconciler struct {
 // destroyed ControlPlane does not hold its Kro for long.
 const DefaultAccessGracePeriod = 5 * time.Minute
 
-// outcome of a step that did not fail.
-type outcome int
+// result is how a step, or a whole reconcile, ended when it did not fail. The status
+// writer reads it: undecided and finalized leave the status alone.
+type result int
 
 const (
 	// proceed: the step is done, the next one may run.
-	proceed outcome = iota
-	// wait: the step waits for something (input to be fixed, an object to appear);
-	// its condition says what. No error, no backoff: a watch or the poll brings it back.
-	wait
+	proceed result = iota
+	// waiting: the step waits for something (input to be fixed, an object to appear,
+	// tenants' resources to go); its condition says what. No error, no backoff: a watch,
+	// a recheck (scope.requeue) or the poll brings the Kro back.
+	waiting
+	// undecided: the ControlPlane is still being connected, so this reconcile knows less
+	// than the status already says and leaves it alone. The engagement's outcome brings
+	// the Kro back.
+	undecided
+	// finalized: the finalizer is gone, and so is the Kro; there is no status to write.
+	finalized
 )
 
 // scope is what one reconcile of a Kro knows; the steps fill it in order.
 type scope struct {
-	kro             *v1alpha1.Kro
-	tenantNamespace string
+	kro *v1alpha1.Kro
+	// before is the status as the reconcile found it.
+	before             *v1alpha1.KroStatus
+	tenantNamespace    string
+	tenantNamespaceErr error
 	obs             observation
 	// pollInterval is the ProviderConfig's, the safety net behind the watches.
 	pollInterval time.Duration
@@ -77,12 +88,6 @@ type scope struct {
 	chartSecret  string
 	imageSecrets []string
 	access       *ControlPlaneAccess
-	// finalized: the finalizer is gone, so is the Kro; no status to write.
-	finalized bool
-	// undecided: the ControlPlane is still being connected, so this reconcile knows less
-	// than the status already says; it leaves the status alone. The engagement's outcome
-	// brings the Kro back.
-	undecided bool
 	// requeueAfter, when set, brings the Kro back sooner than the poll: a deletion that
 	// rechecks instances or waits for the end of a grace period.
 	requeueAfter time.Duration
@@ -112,45 +117,76 @@ func (s *scope) result() ctrl.Result {
 type step struct {
 	cond string
 	what string
-	run  func(context.Context, *scope) (outcome, error)
+	run  func(context.Context, *scope) (result, error)
 }
 
 // Reconcile brings a Kro's objects on the platform cluster and its ControlPlane in line
 // with the Kro and the ProviderConfig, and reports what it found in one status patch.
-func (r *KroReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
-	kro := &v1alpha1.Kro{}
-	if err := r.Onboarding.Get(ctx, req.NamespacedName, kro); err != nil {
-		if apierrors.IsNotFound(err) {
-			// Gone without our finalizer's cleanup (force-deleted): at least nothing is
-			// left engaged or requested for its ControlPlane.
-			kro.Name, kro.Namespace = req.Name, req.Namespace
-			return ctrl.Result{}, r.ControlPlanes.Release(ctx, kro)
-		}
+func (r *KroReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	kro, err := r.getKro(ctx, req)
+	if kro == nil || err != nil {
 		return ctrl.Result{}, err
 	}
 	if kro.Annotations[constants.OperationAnnotation] == constants.OperationAnnotationValueIgnore {
 		return ctrl.Result{}, r.reportIgnoredDeletion(ctx, kro)
 	}
-	tenantNamespace, err := TenantNamespace(kro)
-	if err != nil {
+	s := newScope(kro)
+	var res result
+	switch {
+	case s.tenantNamespace == "":
+		err = s.noTenantNamespace()
+	case !kro.DeletionTimestamp.IsZero():
+		res, err = r.reconcileDelete(ctx, s)
+	default:
+		res, err = r.reconcileNormal(ctx, s)
+	}
+	if err == nil && res != finalized {
+		err = r.consumeReconcileOperation(ctx, kro, &s.writes)
+	}
+	err = errors.Join(err, r.writeStatus(ctx, s, res, err))
+	waitForCache(ctx, r.Onboarding, req.NamespacedName, &s.writes)
+	if res == finalized {
 		return ctrl.Result{}, err
 	}
-	before := kro.Status.DeepCopy()
-	s := &scope{kro: kro, tenantNamespace: tenantNamespace, pollInterval: defaultPollInterval()}
-	defer func() {
-		retErr = errors.Join(retErr, r.writeStatus(ctx, s, before, retErr))
-		waitForCache(ctx, r.Onboarding, req.NamespacedName, &s.writes)
-	}()
+	return s.result(), err
+}
 
-	if !kro.DeletionTimestamp.IsZero() {
-		res, err := r.reconcileDelete(ctx, s)
-		if err == nil && !s.finalized {
-			err = r.consumeReconcileOperation(ctx, kro, &s.writes)
-		}
-		return res, err
+// getKro reads the Kro. One that is gone without the finalizer's cleanup (force-deleted)
+// gets its ControlPlane released at least, so that nothing is left engaged or requested
+// for it; then it returns nil.
+func (r *KroReconciler) getKro(ctx context.Context, req ctrl.Request) (*v1alpha1.Kro, error) {
+	kro := &v1alpha1.Kro{}
+	err := r.Onboarding.Get(ctx, req.NamespacedName, kro)
+	if apierrors.IsNotFound(err) {
+		kro.Name, kro.Namespace = req.Name, req.Namespace
+		return nil, r.ControlPlanes.Release(ctx, kro)
 	}
-	if err := r.addFinalizer(ctx, kro, &s.writes); err != nil {
-		return ctrl.Result{}, err
+	if err != nil {
+		return nil, err
+	}
+	return kro, nil
+}
+
+// newScope starts a reconcile of the Kro. Its tenant namespace stays empty when it cannot
+// be derived (see noTenantNamespace).
+func newScope(kro *v1alpha1.Kro) *scope {
+	s := &scope{kro: kro, before: kro.Status.DeepCopy(), pollInterval: defaultPollInterval()}
+	s.tenantNamespace, s.tenantNamespaceErr = TenantNamespace(kro)
+	return s
+}
+
+// noTenantNamespace reports a Kro whose tenant namespace cannot be derived: without it
+// the provider can reach nothing of the ControlPlane's, and the status says why.
+func (s *scope) noTenantNamespace() error {
+	s.obs.noTenantNamespace(s.tenantNamespaceErr)
+	return s.tenantNamespaceErr
+}
+
+// reconcileNormal adds the finalizer and runs the steps that install kro, in order, until
+// one waits or fails; a failure is reported under the step's condition.
+func (r *KroReconciler) reconcileNormal(ctx context.Context, s *scope) (result, error) {
+	if err := r.addFinalizer(ctx, s.kro, &s.writes); err != nil {
+		return proceed, err
 	}
 	steps := []step{
 		{v1alpha1.ConditionVersionResolved, "resolving the version", r.resolveVersion},
@@ -161,28 +197,26 @@ func (r *KroReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl
 		{v1alpha1.ConditionHelmReleaseReady, "applying the HelmRelease", r.reconcileHelmRelease},
 	}
 	for _, st := range steps {
-		out, err := st.run(ctx, s)
+		res, err := st.run(ctx, s)
 		if err != nil {
-			s.obs.set(st.cond, metav1.ConditionFalse, v1alpha1.ReasonReconcileError, st.what+" failed: "+summarize(err))
-			return ctrl.Result{}, err
+			s.obs.stepFailed(st.cond, st.what, err)
+			return proceed, err
 		}
-		if out == wait {
-			break
+		if res != proceed {
+			return res, nil
 		}
 	}
-	if err := r.consumeReconcileOperation(ctx, kro, &s.writes); err != nil {
-		return ctrl.Result{}, err
-	}
-	return ctrl.Result{RequeueAfter: s.pollInterval}, nil
+	return proceed, nil
 }
 
 // writeStatus patches the status when it changed, and emits events for the conditions
 // that changed. An idle reconcile writes nothing.
 // The reconcile's error only counts towards the outcome metric.
-func (r *KroReconciler) writeStatus(ctx context.Context, s *scope, before *v1alpha1.KroStatus, reconcileErr error) error {
-	if s.finalized || s.undecided {
+func (r *KroReconciler) writeStatus(ctx context.Context, s *scope, res result, reconcileErr error) error {
+	if res == undecided || res == finalized {
 		return nil
 	}
+	before := s.before
 	if err := r.inventory(ctx, s); err != nil {
 		return err
 	}

@@ -19,15 +19,14 @@ import (
 // reconcileChartPullSecret makes sure the tenant namespace exists, checks every pull
 // secret the version names (chart and images), copies the chart pull secret into the
 // tenant namespace and removes copies that are no longer used.
-func (r *KroReconciler) reconcileChartPullSecret(ctx context.Context, s *scope) (outcome, error) {
-	if out, err := r.ensureTenantNamespace(ctx, s); err != nil || out == wait {
+func (r *KroReconciler) reconcileChartPullSecret(ctx context.Context, s *scope) (result, error) {
+	if out, err := r.ensureTenantNamespace(ctx, s); err != nil || out == waiting {
 		return out, err
 	}
 	images, err := imagePullSecretNames(s.version)
 	if err != nil {
-		s.obs.set(v1alpha1.ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonInvalidProviderConfig,
-			fmt.Sprintf("ProviderConfig %q: %s", r.ProviderName, err.Error()))
-		return wait, nil
+		s.obs.pullSecretsNotReady(v1alpha1.ReasonInvalidProviderConfig, fmt.Sprintf("ProviderConfig %q: %s", r.ProviderName, err.Error()))
+		return waiting, nil
 	}
 	s.imageSecrets = images
 	s.sources = map[string]*corev1.Secret{}
@@ -59,8 +58,8 @@ func (r *KroReconciler) reconcileChartPullSecret(ctx context.Context, s *scope) 
 		}
 	}
 	if len(problems) > 0 {
-		s.obs.set(v1alpha1.ConditionPullSecretsReady, metav1.ConditionFalse, reason, strings.Join(problems, "; "))
-		return wait, nil
+		s.obs.pullSecretsNotReady(reason, problems...)
+		return waiting, nil
 	}
 
 	if name := s.version.ChartPullSecret; name != "" {
@@ -70,11 +69,11 @@ func (r *KroReconciler) reconcileChartPullSecret(ctx context.Context, s *scope) 
 			return proceed, fmt.Errorf("copying chart pull secret %q into %s: %w", name, s.tenantNamespace, err)
 		}
 		if !owned {
-			s.obs.set(v1alpha1.ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonOwnershipConflict,
+			s.obs.ownershipConflict(v1alpha1.ConditionPullSecretsReady,
 				ownershipConflictMessage(s.kro, "secret", "the platform cluster", cp, fmt.Sprintf(
 					"use another chart pull secret name in ProviderConfig %q (chartPullSecret of version %s), or delete that secret if nobody needs it",
 					r.ProviderName, s.version.Version)))
-			return wait, nil
+			return waiting, nil
 		}
 		s.chartSecret = cp.Name
 		s.obs.managed = append(s.obs.managed, managedSecret(clusters.Platform, cp))
@@ -82,13 +81,13 @@ func (r *KroReconciler) reconcileChartPullSecret(ctx context.Context, s *scope) 
 	if err := r.removeChartSecretCopies(ctx, r.Platform, s.kro, s.tenantNamespace, s.chartSecret); err != nil {
 		return proceed, err
 	}
-	s.obs.set(v1alpha1.ConditionPullSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, pullSecretsMessage(s, false))
+	s.obs.pullSecretsReady(pullSecretsMessage(s, false))
 	return proceed, nil
 }
 
 // reconcileImagePullSecrets copies the version's image pull secrets into kro-system on
 // the ControlPlane and removes copies that are no longer referenced.
-func (r *KroReconciler) reconcileImagePullSecrets(ctx context.Context, s *scope) (outcome, error) {
+func (r *KroReconciler) reconcileImagePullSecrets(ctx context.Context, s *scope) (result, error) {
 	c := s.access.Client
 	if len(s.imageSecrets) > 0 {
 		if err := ensureNamespace(ctx, c, KroNamespace, nil); err != nil {
@@ -114,10 +113,10 @@ func (r *KroReconciler) reconcileImagePullSecrets(ctx context.Context, s *scope)
 		return proceed, err
 	}
 	if len(conflicts) > 0 {
-		s.obs.set(v1alpha1.ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonOwnershipConflict, strings.Join(conflicts, "; "))
-		return wait, nil
+		s.obs.ownershipConflict(v1alpha1.ConditionPullSecretsReady, strings.Join(conflicts, "; "))
+		return waiting, nil
 	}
-	s.obs.set(v1alpha1.ConditionPullSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, pullSecretsMessage(s, true))
+	s.obs.pullSecretsReady(pullSecretsMessage(s, true))
 	return proceed, nil
 }
 
@@ -216,14 +215,14 @@ func managedSecret(cluster string, s *corev1.Secret) v1alpha1.ManagedResource {
 }
 
 // ensureTenantNamespace creates the tenant namespace when openmcp has not (standalone use).
-func (r *KroReconciler) ensureTenantNamespace(ctx context.Context, s *scope) (outcome, error) {
+func (r *KroReconciler) ensureTenantNamespace(ctx context.Context, s *scope) (result, error) {
 	ns := &corev1.Namespace{}
 	err := r.PlatformReader.Get(ctx, client.ObjectKey{Name: s.tenantNamespace}, ns)
 	switch {
 	case err == nil && !ns.DeletionTimestamp.IsZero():
-		s.obs.set(v1alpha1.ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonReconciling,
+		s.obs.pullSecretsNotReady(v1alpha1.ReasonReconciling,
 			fmt.Sprintf("waiting for the tenant namespace %s on the platform cluster to finish terminating", s.tenantNamespace))
-		return wait, nil
+		return waiting, nil
 	case err == nil:
 		return proceed, nil
 	case !apierrors.IsNotFound(err):

@@ -84,7 +84,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, platformConfig *rest.Config, o
 	}
 
 	log := mgr.GetLogger()
-	events := controlplane.NewEvents(log.WithName("controlplane-events"))
+	events := controlplane.NewEvents(log.WithName("controlplane-events"), o.MaxBackoff)
 	provider := controlplane.New(controlplane.Options{
 		ClusterOptions: []cluster.Option{controlplane.ClusterOptions(labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue}))},
 		ProbeInterval:  o.ProbeInterval,

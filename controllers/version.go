@@ -3,11 +3,9 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
@@ -16,32 +14,27 @@ import (
 // resolveVersion looks the Kro's version up in the ProviderConfig. A missing
 // ProviderConfig or a version not on offer is invalid input: the step waits for the
 // ProviderConfig or the Kro to change.
-func (r *KroReconciler) resolveVersion(ctx context.Context, s *scope) (outcome, error) {
+func (r *KroReconciler) resolveVersion(ctx context.Context, s *scope) (result, error) {
 	pc := &v1alpha1.ProviderConfig{}
 	if err := r.Platform.Get(ctx, client.ObjectKey{Name: r.ProviderName}, pc); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return proceed, fmt.Errorf("reading ProviderConfig %q: %w", r.ProviderName, err)
 		}
-		s.obs.set(v1alpha1.ConditionVersionResolved, metav1.ConditionFalse, v1alpha1.ReasonProviderConfigMissing, fmt.Sprintf(
-			"ProviderConfig %q not found on the platform cluster: the platform team must create it with the versions on offer", r.ProviderName))
-		return wait, nil
+		s.obs.providerConfigMissing(r.ProviderName, false)
+		return waiting, nil
 	}
 	if !pc.DeletionTimestamp.IsZero() {
-		s.obs.set(v1alpha1.ConditionVersionResolved, metav1.ConditionFalse, v1alpha1.ReasonProviderConfigMissing, fmt.Sprintf(
-			"ProviderConfig %q is being deleted: the platform team must recreate it with the versions on offer", r.ProviderName))
-		return wait, nil
+		s.obs.providerConfigMissing(r.ProviderName, true)
+		return waiting, nil
 	}
 	s.pollInterval = pollInterval(pc)
 	v := findVersion(pc, s.kro.Spec.Version)
 	if v == nil {
-		s.obs.set(v1alpha1.ConditionVersionResolved, metav1.ConditionFalse, v1alpha1.ReasonVersionNotOffered, fmt.Sprintf(
-			"version %q is not offered by ProviderConfig %q; versions on offer: %s",
-			s.kro.Spec.Version, r.ProviderName, strings.Join(offeredVersions(pc), ", ")))
-		return wait, nil
+		s.obs.versionNotOffered(s.kro.Spec.Version, r.ProviderName, offeredVersions(pc))
+		return waiting, nil
 	}
 	s.version = v
-	s.obs.set(v1alpha1.ConditionVersionResolved, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, fmt.Sprintf(
-		"version %s resolves to chart %s:%s", v.Version, chartURL(v), v.ChartVersion))
+	s.obs.versionResolved(v)
 	return proceed, nil
 }
 

@@ -50,6 +50,7 @@ const (
 type Events struct {
 	log         logr.Logger
 	syncTimeout time.Duration
+	maxBackoff  time.Duration
 	ch          chan event.TypedGenericEvent[client.Object]
 	stopped     chan struct{} // closed when Start returns: sends are dropped from then on
 
@@ -63,10 +64,16 @@ type clusterWatch struct {
 }
 
 // NewEvents returns an Events with a buffered channel.
-func NewEvents(log logr.Logger) *Events {
+// maxBackoff bounds the pause between attempts to watch a ControlPlane's kro CRD and
+// RGDs, as Options.MaxBackoff does for connections (default two minutes).
+func NewEvents(log logr.Logger, maxBackoff time.Duration) *Events {
+	if maxBackoff == 0 {
+		maxBackoff = 2 * time.Minute
+	}
 	return &Events{
 		log:         log,
 		syncTimeout: 30 * time.Second,
+		maxBackoff:  maxBackoff,
 		ch:          make(chan event.TypedGenericEvent[client.Object], 1024),
 		stopped:     make(chan struct{}),
 		watches:     map[multicluster.ClusterName]*clusterWatch{},
@@ -167,18 +174,18 @@ func (e *Events) watchRGDs(ctx context.Context, name multicluster.ClusterName, k
 		log.Error(err, "cannot watch CRDs")
 		return
 	}
-	backoff := time.Second
+	backoff := newBackoff(time.Second, e.maxBackoff)
 	for ctx.Err() == nil {
 		established, err := e.waitForCRD(ctx, wc, name, w)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
-			log.V(1).Info("watching kro's CRD failed, retrying", "in", backoff, "reason", summarize(err))
-			if !sleep(ctx, backoff) {
+			pause := backoff.Step()
+			log.V(1).Info("watching kro's CRD failed, retrying", "in", pause, "reason", summarize(err))
+			if !sleep(ctx, pause) {
 				return
 			}
-			backoff = min(2*backoff, 2*time.Minute)
 			continue
 		}
 		if !established {
@@ -192,11 +199,11 @@ func (e *Events) watchRGDs(ctx context.Context, name multicluster.ClusterName, k
 			if ctx.Err() != nil {
 				return
 			}
-			log.Info("starting the RGD watch failed, retrying", "in", backoff, "reason", summarize(err))
-			if !sleep(ctx, backoff) {
+			pause := backoff.Step()
+			log.Info("starting the RGD watch failed, retrying", "in", pause, "reason", summarize(err))
+			if !sleep(ctx, pause) {
 				return
 			}
-			backoff = min(2*backoff, 2*time.Minute)
 			continue
 		}
 		e.setRGDWatch(name, w, RGDWatching)

@@ -57,7 +57,7 @@ func engageAndMeasure(b *testing.B, n int) float64 {
 	}
 	after := heapInUse()
 	for _, name := range names {
-		provider.Remove(name)
+		provider.Remove(context.Background(), name)
 	}
 	return float64(after-before) / float64(n) / (1 << 20)
 }

@@ -14,10 +14,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -208,6 +210,8 @@ func (p *Provider) Ensure(name multicluster.ClusterName, kubeconfig []byte) (Sta
 		old.cancel() // its goroutine stops the old cluster; the new one starts beside it
 		p.opts.Log.Info("kubeconfig changed, re-engaging", "controlPlane", name)
 	}
+	// The goroutine waits for Start's context and ends with it (see run); until Start has
+	// run there is none, so the entry's own context comes from the background.
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &entry{hash: hash, cancel: cancel, done: make(chan struct{}), state: State{Phase: Connecting, Since: time.Now()}}
 	p.clusters[name] = e
@@ -215,8 +219,9 @@ func (p *Provider) Ensure(name multicluster.ClusterName, kubeconfig []byte) (Sta
 	return e.state, nil
 }
 
-// Remove disengages a ControlPlane and waits until its cluster has stopped.
-func (p *Provider) Remove(name multicluster.ClusterName) {
+// Remove disengages a ControlPlane and waits until its cluster has stopped, or until ctx
+// ends (the cluster then stops on its own).
+func (p *Provider) Remove(ctx context.Context, name multicluster.ClusterName) {
 	p.mu.Lock()
 	e, ok := p.clusters[name]
 	if ok {
@@ -224,11 +229,16 @@ func (p *Provider) Remove(name multicluster.ClusterName) {
 		e.cancel()
 	}
 	p.mu.Unlock()
-	if ok {
-		<-e.done
-		p.opts.Log.Info("disengaged", "controlPlane", name)
-		p.opts.OnChange(name)
+	if !ok {
+		return
 	}
+	select {
+	case <-e.done:
+		p.opts.Log.Info("disengaged", "controlPlane", name)
+	case <-ctx.Done():
+		p.opts.Log.Info("disengaging, not waiting for the cluster to stop", "controlPlane", name, "reason", ctx.Err().Error())
+	}
+	p.opts.OnChange(name)
 }
 
 // Names lists the ControlPlanes the provider knows, engaged or not.
@@ -263,19 +273,19 @@ func (p *Provider) run(ctx context.Context, name multicluster.ClusterName, cfg *
 	stopWithProvider := context.AfterFunc(p.ctx, e.cancel)
 	defer stopWithProvider()
 
-	backoff := p.opts.MinBackoff
+	backoff := newBackoff(p.opts.MinBackoff, p.opts.MaxBackoff)
 	for stop == nil {
 		var err error
 		if stop, err = p.engage(ctx, name, cfg, e); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
-			log.Info("ControlPlane not reachable, retrying", "in", backoff, "reason", summarize(err))
+			pause := backoff.Step()
+			log.Info("ControlPlane not reachable, retrying", "in", pause, "reason", summarize(err))
 			p.setState(name, e, State{Phase: Unreachable, Message: summarize(err)})
-			if !sleep(ctx, backoff) {
+			if !sleep(ctx, pause) {
 				return
 			}
-			backoff = min(2*backoff, p.opts.MaxBackoff)
 		}
 	}
 	log.Info("engaged")
@@ -375,6 +385,11 @@ func (p *Provider) setState(name multicluster.ClusterName, e *entry, s State) {
 	if changed {
 		p.opts.OnChange(name)
 	}
+}
+
+// newBackoff is the pause between two attempts: min, doubling up to max, then max.
+func newBackoff(min, max time.Duration) *wait.Backoff {
+	return &wait.Backoff{Duration: min, Factor: 2, Steps: math.MaxInt32, Cap: max}
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {

@@ -94,7 +94,7 @@ func run(m *testing.M) int {
 		}
 	}
 
-	events = controlplane.NewEvents(ctrl.Log.WithName("events"))
+	events = controlplane.NewEvents(ctrl.Log.WithName("events"), 0)
 	provider = controlplane.New(controlplane.Options{
 		ClusterOptions: []cluster.Option{controlplane.ClusterOptions(labels.SelectorFromSet(labels.Set{ownLabel: "true"}))},
 		ProbeInterval:  300 * time.Millisecond,
@@ -246,7 +246,7 @@ func TestKubeconfigRotationWithRevokedToken(t *testing.T) {
 	ctx := context.Background()
 	key := types.NamespacedName{Namespace: "project-r", Name: "rotating"}
 	name := clusters.ClusterName(key)
-	t.Cleanup(func() { provider.Remove(name) })
+	t.Cleanup(func() { provider.Remove(context.Background(), name) })
 
 	first, err := cpA.TokenKubeconfig(ctx, "provider-1")
 	g.Expect(err).NotTo(HaveOccurred())
@@ -303,7 +303,7 @@ func TestBadAndUnreachableKubeconfigs(t *testing.T) {
 	_, err = provider.Get(ctx, name)
 	g.Expect(err).To(MatchError(multicluster.ErrClusterNotFound))
 
-	provider.Remove(name)
+	provider.Remove(context.Background(), name)
 	g.Expect(provider.State(name).Phase).To(Equal(controlplane.Absent))
 	g.Expect(provider.Names()).NotTo(ContainElement(name))
 }
@@ -346,6 +346,6 @@ func TestEngagedMeansTheCacheReads(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		var list corev1.SecretList
 		g.Expect(cl.GetClient().List(ctx, &list, client.InNamespace(clusters.KroNamespace))).To(Succeed(), "engagement %d", i)
-		provider.Remove(name)
+		provider.Remove(context.Background(), name)
 	}
 }
