@@ -310,7 +310,6 @@ func (r *KroReconciler) guardUserResources(ctx context.Context, s *scope, access
 	return waiting, nil
 }
 
-
 // removeLeftovers deletes the OCIRepository and every secret copy, on the ControlPlane
 // too while it can be reached.
 func (r *KroReconciler) removeLeftovers(ctx context.Context, s *scope, access *ControlPlaneAccess) error {

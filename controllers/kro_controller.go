@@ -79,7 +79,7 @@ type scope struct {
 	before             *v1alpha1.KroStatus
 	tenantNamespace    string
 	tenantNamespaceErr error
-	obs             observation
+	obs                observation
 	// pollInterval is the ProviderConfig's, the safety net behind the watches.
 	pollInterval time.Duration
 
