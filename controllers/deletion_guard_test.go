@@ -17,6 +17,7 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
+	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
 
 // holdRelease puts helm-controller's finalizer on the Kro's HelmRelease, so that the
@@ -82,21 +83,11 @@ func getHelmReleaseIfAny(g Gomega, k *v1alpha1.Kro) *helmv2.HelmRelease {
 	return hr
 }
 
-// kroKind creates a CRD on the ControlPlane as kro generates one for an RGD (labelled
-// kro.run/owned, naming the RGD) and returns an instance of it, not yet created.
+// kroKind creates a CRD on the ControlPlane as kro generates one for an RGD
+// (testenv.KroGeneratedCRD) and returns an instance of it, not yet created.
 func kroKind(t *testing.T, g Gomega, c client.Client, kind, rgd string) *unstructured.Unstructured {
 	ctx := context.Background()
-	plural := uniq("things")
-	crd := &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: plural + ".kro.run", Labels: map[string]string{kroOwnedLabel: "true", kroRGDNameLabel: rgd}},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: "kro.run", Scope: apiextensionsv1.NamespaceScoped,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Kind: kind, ListKind: kind + "List"},
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1alpha1", Served: true, Storage: true,
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-					Type: "object", XPreserveUnknownFields: ptrTo(true)}}}},
-		},
-	}
+	crd, instance := testenv.KroGeneratedCRD(uniq("things"), kind, rgd)
 	g.Expect(c.Create(ctx, crd)).To(Succeed())
 	t.Cleanup(func() { _ = c.Delete(context.Background(), crd) })
 	g.Eventually(func(g Gomega) {
@@ -107,11 +98,7 @@ func kroKind(t *testing.T, g Gomega, c client.Client, kind, rgd string) *unstruc
 		}
 		g.Expect(established).To(BeTrue())
 	}, timeout, interval).Should(Succeed())
-	u := &unstructured.Unstructured{}
-	u.SetAPIVersion("kro.run/v1alpha1")
-	u.SetKind(kind)
-	u.SetNamespace("default")
-	return u
+	return instance
 }
 
 // TestDeletionBlockedByOrphanedInstances: instances of a kind kro generated outlive their

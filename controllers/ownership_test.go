@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
@@ -202,7 +203,7 @@ func TestDeletionWaitsWhileTheRGDWatchIsNotSynced(t *testing.T) {
 				Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
 					Name: "v1alpha1", Served: true, Storage: true,
 					Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-						Type: "object", XPreserveUnknownFields: ptrTo(true),
+						Type: "object", XPreserveUnknownFields: ptr.To(true),
 					}},
 				}},
 			},

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -169,7 +170,7 @@ func startManager(ctx context.Context, done chan<- error) error {
 		Scheme:                 clusters.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptrTo(true)},
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
 		return err
@@ -181,8 +182,6 @@ func startManager(ctx context.Context, done chan<- error) error {
 	go func() { done <- mgr.Start(ctx) }()
 	return nil
 }
-
-func ptrTo[T any](v T) *T { return &v }
 
 // --- helpers -------------------------------------------------------------
 
@@ -343,32 +342,9 @@ func fluxReady(g Gomega, obj client.Object, status metav1.ConditionStatus, messa
 
 // fluxReadyOn is fluxReady on another platform cluster.
 func fluxReadyOn(g Gomega, c client.Client, obj client.Object, status metav1.ConditionStatus, message string) {
-	ctx := context.Background()
-	g.Eventually(func(g Gomega) {
-		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed())
-		cond := metav1.Condition{Type: "Ready", Status: status, Reason: "Succeeded", Message: message, ObservedGeneration: obj.GetGeneration()}
-		if status != metav1.ConditionTrue {
-			cond.Reason = "Failed"
-		}
-		switch o := obj.(type) {
-		case *sourcev1.OCIRepository:
-			o.Status.ObservedGeneration = o.Generation
-			meta.SetStatusCondition(&o.Status.Conditions, cond)
-		case *helmv2.HelmRelease:
-			o.Status.ObservedGeneration = o.Generation
-			meta.SetStatusCondition(&o.Status.Conditions, cond)
-			recordRelease(g, c, o, status == metav1.ConditionTrue)
-		}
-		g.Expect(c.Status().Update(ctx, obj)).To(Succeed())
+	g.Eventually(func() error {
+		return testenv.PlayFluxReady(context.Background(), c, obj, status, message)
 	}, timeout, interval).Should(Succeed())
-}
-
-// recordRelease records the release of the HelmRelease's OCIRepository's tag as
-// helm-controller does (testenv.RecordRelease).
-func recordRelease(g Gomega, c client.Client, hr *helmv2.HelmRelease, deployed bool) {
-	repo := &sourcev1.OCIRepository{}
-	g.Expect(c.Get(context.Background(), client.ObjectKey{Namespace: hr.Namespace, Name: hr.Spec.ChartRef.Name}, repo)).To(Succeed())
-	testenv.RecordRelease(hr, repo.Spec.Reference.Tag, deployed)
 }
 
 // readyKro sets up a Kro of version up to Ready on the suite's ControlPlane, with Flux
@@ -429,14 +405,7 @@ func eventuallyEvent(g Gomega, k *v1alpha1.Kro, prefix string, parts ...string) 
 }
 
 func newRGD(g Gomega, c client.Client, name string) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "kro.run/v1alpha1",
-		"kind":       "ResourceGraphDefinition",
-		"metadata":   map[string]any{"name": name},
-		"spec": map[string]any{"schema": map[string]any{
-			"apiVersion": "v1alpha1", "kind": "Thing" + strings.ToUpper(name[:1]) + rand.String(4), "scope": "Namespaced",
-		}},
-	}}
+	u := testenv.SchemaRGD(name, "Thing"+strings.ToUpper(name[:1])+rand.String(4))
 	g.Expect(c.Create(context.Background(), u)).To(Succeed())
 	return u
 }

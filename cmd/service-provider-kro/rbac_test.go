@@ -415,24 +415,12 @@ func (e *rbacEnv) lifecycle(t *testing.T, stopProvider func(), grant func(Gomega
 	}
 }
 
-// setReady sets the Ready condition of a Flux object through its status, as source- and
-// helm-controller do; a HelmRelease also records its chart as deployed.
+// setReady plays Flux: the object turns Ready, a HelmRelease with its chart deployed.
 func setReady(ctx context.Context, g Gomega, c client.Client, obj client.Object, key client.ObjectKey) {
-	g.Eventually(func(g Gomega) {
-		g.Expect(c.Get(ctx, key, obj)).To(Succeed())
-		cond := metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Succeeded", Message: "simulated", ObservedGeneration: obj.GetGeneration()}
-		switch o := obj.(type) {
-		case *sourcev1.OCIRepository:
-			o.Status.ObservedGeneration = o.Generation
-			meta.SetStatusCondition(&o.Status.Conditions, cond)
-		case *helmv2.HelmRelease:
-			o.Status.ObservedGeneration = o.Generation
-			meta.SetStatusCondition(&o.Status.Conditions, cond)
-			repo := &sourcev1.OCIRepository{}
-			g.Expect(c.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: o.Spec.ChartRef.Name}, repo)).To(Succeed())
-			testenv.RecordRelease(o, repo.Spec.Reference.Tag, true)
-		}
-		g.Expect(c.Status().Update(ctx, obj)).To(Succeed())
+	obj.SetNamespace(key.Namespace)
+	obj.SetName(key.Name)
+	g.Eventually(func() error {
+		return testenv.PlayFluxReady(ctx, c, obj, metav1.ConditionTrue, "simulated")
 	}, 20*time.Second, 100*time.Millisecond).Should(Succeed())
 }
 

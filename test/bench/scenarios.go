@@ -615,7 +615,7 @@ func (h *harness) rgdDeletion(ctx context.Context, ded []*kroRef) (Dist, error) 
 // watched: the provider rechecks a deletion they block.
 func (h *harness) instanceDeletion(ctx context.Context, ded []*kroRef) (Dist, error) {
 	return h.blockedDeletion(ctx, ded, "blocked-by-instances", func(ctx context.Context, c client.Client, k *kroRef, r int) (func() error, error) {
-		crd, u := kroKind(k.dedicated + 1)
+		crd, u := testenv.KroGeneratedCRD(fmt.Sprintf("benchapps%d", k.dedicated+1), fmt.Sprintf("BenchApp%d", k.dedicated+1), fmt.Sprintf("bench-app-%d", k.dedicated+1))
 		if err := c.Create(ctx, crd); client.IgnoreAlreadyExists(err) != nil {
 			return nil, fmt.Errorf("creating CRD %s: %w", crd.Name, err)
 		}

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -548,7 +549,7 @@ func (p *ClusterProvider) issue(ctx context.Context, target client.Client, cfg *
 			return nil, "", time.Time{}, fmt.Errorf("creating %T %s: %w", o, client.ObjectKeyFromObject(o), err)
 		}
 	}
-	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr(int64(p.opts.TokenTTL.Seconds()))}}
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(p.opts.TokenTTL.Seconds()))}}
 	if err := target.SubResource("token").Create(ctx, sa, req); err != nil {
 		return nil, "", time.Time{}, fmt.Errorf("requesting a token for %s: %w", saName, err)
 	}

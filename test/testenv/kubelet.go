@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmcp-project/service-provider-kro/hack/image/ociimage"
@@ -358,7 +359,7 @@ func (k *Kubelet) run(ctx context.Context, r *podRun, pod *corev1.Pod) {
 			setConditions(s, true)
 			s.ContainerStatuses = []corev1.ContainerStatus{{
 				Name: ctr.Name, Image: ctr.Image, ImageID: image.digest, ContainerID: fmt.Sprintf("testenv://%d", proc.Process.Pid),
-				Ready: true, Started: ptr(true), RestartCount: restarts,
+				Ready: true, Started: ptr.To(true), RestartCount: restarts,
 				State:                corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}},
 				LastTerminationState: lastState(last),
 			}}
@@ -382,7 +383,7 @@ func (k *Kubelet) run(ctx context.Context, r *podRun, pod *corev1.Pod) {
 				setConditions(s, false)
 				s.ContainerStatuses = []corev1.ContainerStatus{{
 					Name: ctr.Name, Image: ctr.Image, ImageID: image.digest, ContainerID: last.ContainerID,
-					Started: ptr(false), RestartCount: restarts, State: corev1.ContainerState{Terminated: last},
+					Started: ptr.To(false), RestartCount: restarts, State: corev1.ContainerState{Terminated: last},
 				}}
 			})
 			<-ctx.Done()
@@ -393,7 +394,7 @@ func (k *Kubelet) run(ctx context.Context, r *podRun, pod *corev1.Pod) {
 			s.Phase = corev1.PodRunning
 			setConditions(s, false)
 			s.ContainerStatuses = []corev1.ContainerStatus{{
-				Name: ctr.Name, Image: ctr.Image, ImageID: image.digest, Started: ptr(false), RestartCount: restarts,
+				Name: ctr.Name, Image: ctr.Image, ImageID: image.digest, Started: ptr.To(false), RestartCount: restarts,
 				State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: fmt.Sprintf("back-off %s restarting failed container", backoff)}},
 				LastTerminationState: lastState(last),
 			}}
@@ -591,7 +592,7 @@ func (k *Kubelet) serviceAccountKubeconfig(ctx context.Context, pod *corev1.Pod)
 	}
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: saName}}
 	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
-		ExpirationSeconds: ptr(int64(3600)),
+		ExpirationSeconds: ptr.To(int64(3600)),
 		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
 	}}
 	if err := k.c.SubResource("token").Create(ctx, sa, req); err != nil {
@@ -824,7 +825,7 @@ func waiting(s *corev1.PodStatus, pod *corev1.Pod, reason, message string) {
 	s.Phase = corev1.PodPending
 	setConditions(s, false)
 	s.ContainerStatuses = []corev1.ContainerStatus{{
-		Name: pod.Spec.Containers[0].Name, Image: pod.Spec.Containers[0].Image, Started: ptr(false),
+		Name: pod.Spec.Containers[0].Name, Image: pod.Spec.Containers[0].Image, Started: ptr.To(false),
 		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: message}},
 	}}
 }

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmcp-project/service-provider-kro/hack/image/ociimage"
@@ -95,7 +96,7 @@ func TestKubeletRunsPods(t *testing.T) {
 	}
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ok"}, Spec: batchv1.JobSpec{Template: podSpec([]string{"exit"}, corev1.RestartPolicyNever)}}
 	failing := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fails"}, Spec: batchv1.JobSpec{
-		BackoffLimit: ptr(int32(1)), Template: podSpec([]string{"fail"}, corev1.RestartPolicyNever)}}
+		BackoffLimit: ptr.To(int32(1)), Template: podSpec([]string{"fail"}, corev1.RestartPolicyNever)}}
 	depl := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "serve"}, Spec: appsv1.DeploymentSpec{
 		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "prog"}}, Template: podSpec([]string{"serve"}, corev1.RestartPolicyAlways)}}
 	createAll(ctx, t, c, job, failing, depl)

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
 )
 
 // ServiceAccountKubeconfig returns a self-contained kubeconfig with a token of an
@@ -18,7 +19,7 @@ import (
 // that a set of roles is enough.
 func (c *Cluster) ServiceAccountKubeconfig(ctx context.Context, namespace, name string, validFor time.Duration) ([]byte, error) {
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}}
-	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr(int64(validFor.Seconds()))}}
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(validFor.Seconds()))}}
 	if err := c.Client.SubResource("token").Create(ctx, sa, req); err != nil {
 		return nil, fmt.Errorf("requesting a token for ServiceAccount %s/%s: %w", namespace, name, err)
 	}

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -29,7 +30,7 @@ func (c *Cluster) TokenKubeconfig(ctx context.Context, name string) ([]byte, err
 	if err := c.Client.Create(ctx, binding); client.IgnoreAlreadyExists(err) != nil {
 		return nil, fmt.Errorf("binding ServiceAccount %s: %w", name, err)
 	}
-	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr(int64(3600))}}
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(3600))}}
 	if err := c.Client.SubResource("token").Create(ctx, sa, req); err != nil {
 		return nil, fmt.Errorf("requesting a token for %s: %w", name, err)
 	}
@@ -47,5 +48,3 @@ func (c *Cluster) RevokeToken(ctx context.Context, name string) error {
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}}
 	return c.Client.Delete(ctx, sa)
 }
-
-func ptr[T any](v T) *T { return &v }
