@@ -58,6 +58,13 @@ var _ = BeforeSuite(func() {
 	}
 	Expect(err).NotTo(HaveOccurred())
 	fmt.Fprintf(GinkgoWriter, "backend %s; processes log into %s\n", backend, logDir)
+	if !Label().MatchesLabelFilter(GinkgoLabelFilter()) {
+		// Only the lifecycle specs, which carry no label, use the shared environment; the
+		// labelled containers (openmcp, faults) start environments of their own.
+		fmt.Fprintf(GinkgoWriter, "the label filter %q leaves out the lifecycle specs: the shared environment is not started\n", GinkgoLabelFilter())
+		DeferCleanup(cancel)
+		return
+	}
 
 	start := time.Now()
 	e, err = env.Start(suiteCtx, env.Options{Dir: logDir, Log: GinkgoWriter, Backend: backend})

@@ -54,6 +54,8 @@ type E2E struct {
 	// Timings says how long each step of StartE2E took.
 	Timings []Timing
 
+	dir      string
+	mu       sync.Mutex // guards ControlPlanes after StartE2E
 	stopOnce sync.Once
 	stopErr  error
 }
@@ -73,7 +75,7 @@ func StartE2E(ctx context.Context, log io.Writer, opts E2EOptions) (_ *E2E, err 
 	if opts.KroChartVersions == nil {
 		opts.KroChartVersions = KroChartVersions
 	}
-	e := &E2E{}
+	e := &E2E{dir: opts.Dir}
 	defer func() {
 		if err != nil {
 			_ = e.Stop()
@@ -149,8 +151,42 @@ func StartE2E(ctx context.Context, log io.Writer, opts E2EOptions) (_ *E2E, err 
 	return e, nil
 }
 
+// AddControlPlane creates one more kwok ControlPlane, below the environment's folder, and
+// appends it to ControlPlanes; Stop stops it with the others.
+func (e *E2E) AddControlPlane(ctx context.Context, log io.Writer, name string) (*KwokCluster, error) {
+	if e.ControlPlane(name) != nil {
+		return nil, fmt.Errorf("a ControlPlane %q exists already", name)
+	}
+	cp, err := StartKwokCluster(ctx, log, KwokClusterOptions{Name: name, Dir: filepath.Join(e.dir, name)})
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.ControlPlanes = append(e.ControlPlanes, cp)
+	return cp, nil
+}
+
+// RemoveControlPlane stops the kwok ControlPlane of that name (its logs are kept) and
+// removes it from ControlPlanes. An unknown name is no error.
+func (e *E2E) RemoveControlPlane(name string) error {
+	e.mu.Lock()
+	var cp *KwokCluster
+	for i, c := range e.ControlPlanes {
+		if c.Name == name {
+			cp = c
+			e.ControlPlanes = append(e.ControlPlanes[:i:i], e.ControlPlanes[i+1:]...)
+			break
+		}
+	}
+	e.mu.Unlock()
+	return cp.Stop()
+}
+
 // ControlPlane returns the kwok cluster of that name, or nil.
 func (e *E2E) ControlPlane(name string) *KwokCluster {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	for _, cp := range e.ControlPlanes {
 		if cp.Name == name {
 			return cp
@@ -171,6 +207,8 @@ func (e *E2E) Stop() error {
 
 func (e *E2E) stop() error {
 	var errs []error
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	for i := len(e.ControlPlanes) - 1; i >= 0; i-- {
 		errs = append(errs, e.ControlPlanes[i].Stop())
 	}

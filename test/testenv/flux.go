@@ -34,8 +34,12 @@ type FluxOptions struct {
 type Flux struct {
 	// Namespace is the controllers' runtime namespace.
 	Namespace string
-	// SourceController and HelmController are the running controllers.
+	// SourceController and HelmController are the running controllers. StartController
+	// replaces them with the restarted processes.
 	SourceController, HelmController *Process
+
+	// readyz is each controller's readiness URL, by Tool name.
+	readyz map[string]string
 }
 
 // StartFlux builds (once) and starts source-controller and helm-controller against the
@@ -74,7 +78,10 @@ func StartFlux(ctx context.Context, log io.Writer, opts FluxOptions) (*Flux, err
 	if err := os.MkdirAll(storage, 0o755); err != nil {
 		return nil, err
 	}
-	f := &Flux{Namespace: opts.Namespace}
+	f := &Flux{Namespace: opts.Namespace, readyz: map[string]string{
+		SourceController.Name: "http://" + addrs[1] + "/readyz",
+		HelmController.Name:   "http://" + addrs[4] + "/readyz",
+	}}
 	f.SourceController, err = StartProcess("source-controller", opts.Dir, env, paths[SourceController.Name],
 		"--enable-leader-election=false",
 		"--metrics-addr="+addrs[0],
@@ -107,6 +114,48 @@ func StartFlux(ctx context.Context, log io.Writer, opts FluxOptions) (*Flux, err
 		}
 	}
 	return f, nil
+}
+
+// controller returns the process slot of the controller of that name
+// (SourceController.Name or HelmController.Name).
+func (f *Flux) controller(name string) (**Process, error) {
+	switch name {
+	case SourceController.Name:
+		return &f.SourceController, nil
+	case HelmController.Name:
+		return &f.HelmController, nil
+	}
+	return nil, fmt.Errorf("no Flux controller %q: want %q or %q", name, SourceController.Name, HelmController.Name)
+}
+
+// StopController stops one controller (SourceController.Name or HelmController.Name),
+// as an outage of that controller would; the other keeps running. StartController
+// brings it back.
+func (f *Flux) StopController(name string) error {
+	p, err := f.controller(name)
+	if err != nil {
+		return err
+	}
+	return (*p).Stop()
+}
+
+// StartController starts a controller stopped with StopController again, with the same
+// flags, addresses and storage, and waits until it reports ready. A running controller
+// is left alone.
+func (f *Flux) StartController(ctx context.Context, name string) error {
+	p, err := f.controller(name)
+	if err != nil {
+		return err
+	}
+	if (*p).ExitError() == nil {
+		return nil
+	}
+	np, err := (*p).Restart()
+	if err != nil {
+		return err
+	}
+	*p = np
+	return waitHealthy(ctx, np, f.readyz[name], time.Minute)
 }
 
 // Stop stops both controllers.

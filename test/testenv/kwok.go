@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -198,6 +199,78 @@ func (c *KwokCluster) stop() error {
 		}
 	}
 	return err
+}
+
+// StopAPIServer kills the cluster's kube-apiserver with SIGKILL, as a ControlPlane whose
+// API server goes down; etcd and the other components keep running, and so the data
+// stays. StartAPIServer brings it back on the same address with the same certificates,
+// so kubeconfigs handed out before stay valid.
+func (c *KwokCluster) StopAPIServer() error {
+	pidPath := filepath.Join(c.workdir, "clusters", c.Name, "pids", "kube-apiserver.pid")
+	data, err := os.ReadFile(pidPath)
+	if err != nil {
+		return fmt.Errorf("kwok cluster %s: %w", c.Name, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || pid <= 1 {
+		return fmt.Errorf("kwok cluster %s: pid file %s holds %q", c.Name, pidPath, data)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && err != syscall.ESRCH {
+		return fmt.Errorf("killing kube-apiserver of kwok cluster %s (pid %d): %w", c.Name, pid, err)
+	}
+	// kwokctl runs its components detached, so nobody here reaps them: wait until the
+	// process is gone or a zombie, then remove the pid file so that kwokctl does not take
+	// a zombie for a running API server.
+	deadline := time.Now().Add(10 * time.Second)
+	for processAlive(pid) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("kube-apiserver of kwok cluster %s (pid %d) did not die on SIGKILL", c.Name, pid)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return os.Remove(pidPath)
+}
+
+// StartAPIServer starts the kube-apiserver stopped with StopAPIServer again (kwokctl
+// start cluster starts what is not running) and waits until the cluster is ready.
+func (c *KwokCluster) StartAPIServer(ctx context.Context) error {
+	if _, err := runCommand(c.env, filepath.Dir(c.workdir), c.kwokctl, "start", "cluster", "--name", c.Name, "--wait", "2m"); err != nil {
+		return fmt.Errorf("starting the API server of kwok cluster %s: %w", c.Name, err)
+	}
+	// kwokctl's wait asks through its own kubeconfig; make sure the one handed out works too.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		_, err := c.discovery().ServerVersion()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("kwok cluster %s does not answer after its API server was started: %w", c.Name, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (c *KwokCluster) discovery() *discovery.DiscoveryClient {
+	cfg := rest.CopyConfig(c.Config)
+	cfg.Timeout = 2 * time.Second
+	return discovery.NewDiscoveryClientForConfigOrDie(cfg)
+}
+
+// processAlive says whether a process exists and is not a zombie.
+func processAlive(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the command name in parentheses, which may hold spaces.
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || (s[i+2] != 'Z' && s[i+2] != 'X')
 }
 
 // LogDir is where the logs of the cluster's components are kept once it is stopped;

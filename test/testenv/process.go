@@ -34,6 +34,11 @@ type Process struct {
 // environment plus env, writing its output to logDir/<name>.log. The process is killed
 // too when the test process dies without stopping it.
 func StartProcess(name, logDir string, env []string, bin string, args ...string) (*Process, error) {
+	return startProcess(name, logDir, append(os.Environ(), env...), bin, args...)
+}
+
+// startProcess is StartProcess with the whole environment given.
+func startProcess(name, logDir string, env []string, bin string, args ...string) (*Process, error) {
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -43,7 +48,7 @@ func StartProcess(name, logDir string, env []string, bin string, args ...string)
 		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = env
 	cmd.Stdout = f
 	cmd.Stderr = f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -92,6 +97,42 @@ func (p *Process) Stop() error {
 		}
 	})
 	return p.stopErr
+}
+
+// Kill sends SIGKILL to the process group at once, as a crash or an OOM kill would end
+// it, and waits until the process has exited. It is safe on a process that has ended
+// and on a nil Process; Stop does nothing afterwards.
+func (p *Process) Kill() error {
+	if p == nil {
+		return nil
+	}
+	p.stopOnce.Do(func() {
+		select {
+		case <-p.done:
+			return
+		default:
+		}
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			p.stopErr = fmt.Errorf("%s (pid %d) did not die on SIGKILL", p.Name, p.cmd.Process.Pid)
+		}
+	})
+	return p.stopErr
+}
+
+// Restart starts the command of a process that has ended (after Stop or Kill) again,
+// with the same name, environment, binary and arguments; its output is appended to the
+// same log file. It returns the new process; p stays as it was.
+func (p *Process) Restart() (*Process, error) {
+	select {
+	case <-p.done:
+	default:
+		return nil, fmt.Errorf("%s (pid %d) still runs: stop it before restarting it", p.Name, p.cmd.Process.Pid)
+	}
+	// cmd.Env is the whole environment the process was started with.
+	return startProcess(p.Name, filepath.Dir(p.LogPath), p.cmd.Env, p.cmd.Path, p.cmd.Args[1:]...)
 }
 
 // ExitError describes how the process ended; nil while it runs.

@@ -146,6 +146,21 @@ func (r *OCIRegistry) Stop() error {
 	return r.Process.Stop()
 }
 
+// Start starts a registry stopped with Stop again, on the same address with the same
+// data, certificates and credentials, and waits until it answers. A running registry is
+// left alone.
+func (r *OCIRegistry) Start(ctx context.Context) error {
+	if r.Process.ExitError() == nil {
+		return nil
+	}
+	p, err := r.Process.Restart()
+	if err != nil {
+		return err
+	}
+	r.Process = p
+	return r.waitReady(ctx, 30*time.Second)
+}
+
 // URL returns the oci:// URL of a repository path in the registry, e.g. "charts/kro".
 func (r *OCIRegistry) URL(repository string) string {
 	return "oci://" + r.Host + "/" + repository

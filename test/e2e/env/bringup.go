@@ -42,6 +42,9 @@ type processClusters struct {
 	// timings are testenv's steps, then the whole.
 	timings []testenv.Timing
 	stop    func() error
+	// te is testenv's environment, for faults (API servers and controllers stopped and
+	// started again) and ControlPlanes added later.
+	te *testenv.E2E
 }
 
 func startProcessClusters(ctx context.Context, log io.Writer, dir string, controlPlanes []string) (*processClusters, error) {
@@ -54,7 +57,7 @@ func startProcessClusters(ctx context.Context, log io.Writer, dir string, contro
 	if err != nil {
 		return nil, err
 	}
-	pc := &processClusters{registry: te.Registry, chartURL: te.ChartURL, stop: te.Stop}
+	pc := &processClusters{registry: te.Registry, chartURL: te.ChartURL, stop: te.Stop, te: te}
 	for _, t := range te.Timings {
 		pc.timings = append(pc.timings, testenv.Timing{Step: "env: " + t.Step, Duration: t.Duration})
 	}

@@ -100,6 +100,9 @@ type Options struct {
 	ProviderName, PodNamespace string
 	// KindClusterPrefix prefixes the kind clusters' names; default "kro-e2e-".
 	KindClusterPrefix string
+	// ProviderArgs are more flags for `service-provider-kro run`, after the environment's
+	// own (e.g. "--access-grace-period=20s").
+	ProviderArgs []string
 }
 
 // Cluster is one cluster of the environment.
@@ -139,10 +142,12 @@ type Env struct {
 	Timings                  []testenv.Timing
 	log                      io.Writer
 	kros                     kroControllers
+	faults                   faultHandles
 	stopBackend              func() error
 	stopOnce                 sync.Once
 	stopErr                  error
 	providerMetrics, probeAt string
+	providerArgs             []string
 }
 
 // Start builds what is missing and starts the whole environment: the clusters, the
@@ -160,7 +165,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	}
 	e := &Env{
 		Backend: opts.Backend, Dir: dir, ProviderName: opts.ProviderName, PodNamespace: opts.PodNamespace,
-		log: opts.Log,
+		log: opts.Log, providerArgs: opts.ProviderArgs,
 	}
 	defer func() {
 		if err != nil {
@@ -238,6 +243,7 @@ func (e *Env) startProcessBackend(ctx context.Context, opts Options) error {
 		return err
 	}
 	e.stopBackend = pc.stop
+	e.faults = faultHandles{te: pc.te, flux: pc.te.Flux, platform: pc.te.Platform}
 	e.Timings = append(e.Timings, pc.timings...)
 	e.Platform, e.Onboarding = pc.platform, pc.onboarding
 	e.Registry, e.ChartURL = pc.registry, pc.chartURL
@@ -372,8 +378,7 @@ func (e *Env) startProvider(ctx context.Context) error {
 		return err
 	}
 	e.providerMetrics, e.probeAt = addrs[0], addrs[1]
-	e.Provider, err = testenv.StartProcess("service-provider-kro", filepath.Join(e.Dir, "provider"), []string{"HOME=" + e.Dir},
-		e.ProviderBinary, "run",
+	args := append([]string{"run",
 		"--onboarding-kubeconfig", ob,
 		"--platform-kubeconfig", pf,
 		"--provider-name", e.ProviderName,
@@ -382,7 +387,9 @@ func (e *Env) startProvider(ctx context.Context) error {
 		"--controlplane-probe-interval", "5s",
 		"--metrics-bind-address", addrs[0],
 		"--health-probe-bind-address", addrs[1],
-	)
+	}, e.providerArgs...)
+	e.Provider, err = testenv.StartProcess("service-provider-kro", filepath.Join(e.Dir, "provider"), []string{"HOME=" + e.Dir},
+		e.ProviderBinary, args...)
 	if err != nil {
 		return err
 	}

@@ -113,6 +113,7 @@ func (e *Env) startKindBackend(ctx context.Context, opts Options) error {
 			Dir:        filepath.Join(e.Dir, "flux"),
 			CAs:        [][]byte{e.Registry.CA.CertPEM},
 		})
+		e.faults.flux = flux
 		return err
 	})
 }
