@@ -8,11 +8,40 @@ import (
 	"path/filepath"
 	"time"
 
+	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 	kindcluster "sigs.k8s.io/kind/pkg/cluster"
 	kindcmd "sigs.k8s.io/kind/pkg/cmd"
 
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
+
+// kindCluster is one kind cluster the kind backend creates.
+type kindCluster struct {
+	// role is "onboarding", "platform" or the ControlPlane's name; name is the kind
+	// cluster's name (the prefix and the role).
+	role, name string
+	config     *v1alpha4.Cluster
+}
+
+// kindClusters plans the kind backend's clusters: one per role, each a single node whose
+// API server listens on 127.0.0.1, where the provider, Flux and the registry run as local
+// processes and reach it. The node image is kind's default for its version.
+func kindClusters(prefix string, controlPlanes []ControlPlaneRef) []kindCluster {
+	roles := []string{"onboarding", "platform"}
+	for _, cp := range controlPlanes {
+		roles = append(roles, cp.Name)
+	}
+	out := make([]kindCluster, 0, len(roles))
+	for _, role := range roles {
+		cfg := &v1alpha4.Cluster{
+			TypeMeta:   v1alpha4.TypeMeta{Kind: "Cluster", APIVersion: "kind.x-k8s.io/v1alpha4"},
+			Nodes:      []v1alpha4.Node{{Role: v1alpha4.ControlPlaneRole}},
+			Networking: v1alpha4.Networking{APIServerAddress: "127.0.0.1"},
+		}
+		out = append(out, kindCluster{role: role, name: prefix + role, config: cfg})
+	}
+	return out
+}
 
 // DockerAnswers says whether a Docker engine answers `docker info`.
 func DockerAnswers(ctx context.Context) bool {
@@ -49,15 +78,12 @@ func (e *Env) startKindBackend(ctx context.Context, opts Options) error {
 	e.stopBackend = func() error {
 		return errors.Join(flux.Stop(), e.Registry.Stop(), deleteAll())
 	}
-	roles := []string{"onboarding", "platform"}
-	for _, cp := range opts.ControlPlanes {
-		roles = append(roles, cp.Name)
-	}
 	byRole := map[string]*Cluster{}
-	for _, role := range roles {
-		name := opts.KindClusterPrefix + role
+	for _, kc := range kindClusters(opts.KindClusterPrefix, opts.ControlPlanes) {
+		role, name := kc.role, kc.name
 		if err := e.step("kind cluster "+role, func() error {
 			if err := provider.Create(name,
+				kindcluster.CreateWithV1Alpha4Config(kc.config),
 				kindcluster.CreateWithKubeconfigPath(filepath.Join(kubeconfigDir, name+".kubeconfig")),
 				kindcluster.CreateWithWaitForReady(3*time.Minute),
 				kindcluster.CreateWithDisplayUsage(false),
