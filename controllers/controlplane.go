@@ -51,6 +51,10 @@ type ControlPlaneAccess struct {
 	Instances func(context.Context) ([]InstanceCount, error)
 }
 
+// rgdCRDName is the CRD that kro's chart installs; until it exists a ControlPlane has no
+// ResourceGraphDefinitions to watch.
+const rgdCRDName = "resourcegraphdefinitions.kro.run"
+
 // errRGDsUnknown: the ControlPlane has not been checked for kro's CRD yet.
 var errRGDsUnknown = errors.New("the provider is still checking the ControlPlane for kro's CRD")
 
@@ -61,7 +65,7 @@ var errRGDsNotSynced error = rgdsNotSyncedError{}
 type rgdsNotSyncedError struct{}
 
 func (rgdsNotSyncedError) Error() string {
-	return "kro's CRD " + controlplane.RGDCRDName + " exists but the provider's watch of ResourceGraphDefinitions has not synced yet"
+	return "kro's CRD " + rgdCRDName + " exists but the provider's watch of ResourceGraphDefinitions has not synced yet"
 }
 
 func (rgdsNotSyncedError) Is(target error) bool { return target == errRGDsUnknown }
@@ -220,25 +224,25 @@ func (c *engagedControlPlanes) Access(ctx context.Context, kro *v1alpha1.Kro) (*
 		Reader:     cl.GetAPIReader(),
 		Kubeconfig: SecretKey{Name: secret, Key: KubeconfigKey},
 		ResourceGraphDefinitions: func(ctx context.Context) ([]krov1alpha1.ResourceGraphDefinition, error) {
-			switch c.events.RGDWatch(name, cl) {
-			case controlplane.RGDNoCRD:
+			switch c.events.KindWatch(name, cl) {
+			case controlplane.KindNoCRD:
 				// The watch of kro's CRD may lag behind, and the RGD informer syncs only
 				// after the CRD is there: a CRD that exists already means RGDs may exist
 				// that the cache does not show yet. Only a CRD that is absent (or going)
 				// means none.
 				crd := &metav1.PartialObjectMetadata{}
 				crd.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
-				err := cl.GetAPIReader().Get(ctx, client.ObjectKey{Name: controlplane.RGDCRDName}, crd)
+				err := cl.GetAPIReader().Get(ctx, client.ObjectKey{Name: rgdCRDName}, crd)
 				switch {
 				case apierrors.IsNotFound(err):
 					return nil, nil
 				case err != nil:
-					return nil, fmt.Errorf("reading CRD %s: %w", controlplane.RGDCRDName, err)
+					return nil, fmt.Errorf("reading CRD %s: %w", rgdCRDName, err)
 				case !crd.DeletionTimestamp.IsZero():
 					return nil, nil
 				}
 				return nil, errRGDsNotSynced
-			case controlplane.RGDWatching:
+			case controlplane.KindWatching:
 				list := &krov1alpha1.ResourceGraphDefinitionList{}
 				if err := cl.GetClient().List(ctx, list); err != nil {
 					return nil, fmt.Errorf("listing ResourceGraphDefinitions: %w", err)

@@ -6,8 +6,12 @@ import (
 	"fmt"
 	"time"
 
+	krov1alpha1 "github.com/kubernetes-sigs/kro/api/v1alpha1"
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -84,13 +88,23 @@ func Setup(ctx context.Context, mgr ctrl.Manager, platformConfig *rest.Config, o
 	}
 
 	log := mgr.GetLogger()
-	events := controlplane.NewEvents(log.WithName("controlplane-events"), o.MaxBackoff)
+	events := controlplane.NewEvents(controlplane.EventsOptions{
+		Log: log.WithName("controlplane-events"),
+		For: func(key types.NamespacedName) client.Object {
+			return &v1alpha1.Kro{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+		},
+		Kind:       &krov1alpha1.ResourceGraphDefinition{},
+		KindCRD:    rgdCRDName,
+		MaxBackoff: o.MaxBackoff,
+	})
 	provider := controlplane.New(controlplane.Options{
-		ClusterOptions: []cluster.Option{controlplane.ClusterOptions(labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue}))},
-		ProbeInterval:  o.ProbeInterval,
-		MaxBackoff:     o.MaxBackoff,
-		OnChange:       events.Notify,
-		Log:            log.WithName("controlplane-provider"),
+		ClusterOptions: []cluster.Option{controlplane.ClusterOptions(
+			labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue}),
+			controlplane.Kinds{krov1alpha1.GroupVersion.WithKind("ResourceGraphDefinition"): meta.RESTScopeRoot})},
+		ProbeInterval: o.ProbeInterval,
+		MaxBackoff:    o.MaxBackoff,
+		OnChange:      events.Notify,
+		Log:           log.WithName("controlplane-provider"),
 	})
 	mc, err := mcmanager.WithMultiCluster(mgr, provider)
 	if err != nil {

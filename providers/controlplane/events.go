@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	krov1alpha1 "github.com/kubernetes-sigs/kro/api/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -21,36 +21,47 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
-	"github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
 )
 
-// RGDCRDName is the CRD that kro's chart installs; until it exists a ControlPlane has no
-// ResourceGraphDefinitions to watch.
-const RGDCRDName = "resourcegraphdefinitions.kro.run"
+// KindWatch says whether the watched kind (EventsOptions.Kind) is being watched on a
+// ControlPlane.
+type KindWatch string
 
-// RGDWatch says whether a ControlPlane's ResourceGraphDefinitions are being watched.
-type RGDWatch string
-
-// The states of the RGD watch.
+// The states of the watch of the watched kind.
 const (
-	// RGDUnknown: the ControlPlane is not engaged, or not yet checked for kro's CRD.
-	RGDUnknown RGDWatch = "Unknown"
-	// RGDNoCRD: kro's CRD does not exist on the ControlPlane, so there are no RGDs.
-	RGDNoCRD RGDWatch = "NoCRD"
-	// RGDWatching: RGDs are in the ControlPlane's cache and watched.
-	RGDWatching RGDWatch = "Watching"
+	// KindUnknown: the ControlPlane is not engaged, or not yet checked for the kind's CRD.
+	KindUnknown KindWatch = "Unknown"
+	// KindNoCRD: the kind's CRD does not exist on the ControlPlane, so there are no objects
+	// of the kind.
+	KindNoCRD KindWatch = "NoCRD"
+	// KindWatching: objects of the kind are in the ControlPlane's cache and watched.
+	KindWatching KindWatch = "Watching"
 )
 
-// Events connects engaged ControlPlanes to the Kro reconciler. For every ControlPlane the
-// provider engages, it watches the provider's secrets in kro-system at once and the
-// ResourceGraphDefinitions as soon as kro's CRD exists (a watch on a missing kind would
-// fail the whole engagement), and turns every change into an event for the
-// ControlPlane's Kro. It is a multicluster.Aware runnable for the multicluster manager.
+// EventsOptions configure Events.
+type EventsOptions struct {
+	Log logr.Logger
+	// For is the object that the events about a ControlPlane name (the reconciled object
+	// of that namespace and name).
+	For func(types.NamespacedName) client.Object
+	// Kind is an object of the kind to watch on each ControlPlane once its CRD, KindCRD,
+	// exists and is established.
+	Kind    client.Object
+	KindCRD string
+	// MaxBackoff bounds the pause between attempts to watch the CRD and the kind, as
+	// Options.MaxBackoff does for connections (default two minutes).
+	MaxBackoff time.Duration
+}
+
+// Events connects engaged ControlPlanes to a reconciler. For every ControlPlane the
+// provider engages, it watches the cached secrets at once and the watched kind as soon as
+// its CRD exists (a watch on a missing kind would fail the whole engagement), and turns
+// every change into an event for the object the ControlPlane belongs to. It is a
+// multicluster.Aware runnable for the multicluster manager.
 type Events struct {
-	log         logr.Logger
+	opts        EventsOptions
 	syncTimeout time.Duration
-	maxBackoff  time.Duration
 	ch          chan event.TypedGenericEvent[client.Object]
 	stopped     chan struct{} // closed when Start returns: sends are dropped from then on
 
@@ -60,27 +71,27 @@ type Events struct {
 
 type clusterWatch struct {
 	cluster cluster.Cluster
-	rgd     RGDWatch
+	kind    KindWatch
 }
 
 // NewEvents returns an Events with a buffered channel.
-// maxBackoff bounds the pause between attempts to watch a ControlPlane's kro CRD and
-// RGDs, as Options.MaxBackoff does for connections (default two minutes).
-func NewEvents(log logr.Logger, maxBackoff time.Duration) *Events {
-	if maxBackoff == 0 {
-		maxBackoff = 2 * time.Minute
+func NewEvents(opts EventsOptions) *Events {
+	if opts.MaxBackoff == 0 {
+		opts.MaxBackoff = 2 * time.Minute
+	}
+	if opts.Log.GetSink() == nil {
+		opts.Log = logr.Discard()
 	}
 	return &Events{
-		log:         log,
+		opts:        opts,
 		syncTimeout: 30 * time.Second,
-		maxBackoff:  maxBackoff,
 		ch:          make(chan event.TypedGenericEvent[client.Object], 1024),
 		stopped:     make(chan struct{}),
 		watches:     map[multicluster.ClusterName]*clusterWatch{},
 	}
 }
 
-// Source feeds the Kro controller: every event names a Kro.
+// Source feeds the reconciler: every event names the object of a ControlPlane (For).
 func (e *Events) Source() source.Source {
 	return source.Channel(e.ch, &handler.EnqueueRequestForObject{})
 }
@@ -92,7 +103,7 @@ func (e *Events) Start(ctx context.Context) error {
 	return nil
 }
 
-// Notify enqueues the Kro of a ControlPlane, for example when its engagement changed.
+// Notify enqueues the object of a ControlPlane, for example when its engagement changed.
 func (e *Events) Notify(name multicluster.ClusterName) {
 	if key, ok := clusters.ControlPlane(name); ok {
 		e.send(key)
@@ -102,28 +113,28 @@ func (e *Events) Notify(name multicluster.ClusterName) {
 // send blocks while the controller's queue is behind (back-pressure on the informer that
 // saw the change), but never after Start has returned.
 func (e *Events) send(key types.NamespacedName) {
-	ev := event.TypedGenericEvent[client.Object]{Object: &v1alpha1.Kro{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}}
+	ev := event.TypedGenericEvent[client.Object]{Object: e.opts.For(key)}
 	select {
 	case e.ch <- ev:
 	case <-e.stopped:
 	}
 }
 
-// RGDWatch tells whether the ControlPlane's RGDs are watched through the given cluster.
-// The cluster must be the engaged instance: after a re-engagement, the old one reads
-// Unknown.
-func (e *Events) RGDWatch(name multicluster.ClusterName, cl cluster.Cluster) RGDWatch {
+// KindWatch tells whether the watched kind is watched on the ControlPlane through the
+// given cluster. The cluster must be the engaged instance: after a re-engagement, the old
+// one reads Unknown.
+func (e *Events) KindWatch(name multicluster.ClusterName, cl cluster.Cluster) KindWatch {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if w, ok := e.watches[name]; ok && w.cluster == cl {
-		return w.rgd
+		return w.kind
 	}
-	return RGDUnknown
+	return KindUnknown
 }
 
 // Engage starts the watches on one ControlPlane. The secret informer is synced before it
-// returns; the RGD watch starts in the background once kro's CRD exists. Everything ends
-// with ctx.
+// returns; the watch of the kind starts in the background once its CRD exists. Everything
+// ends with ctx.
 func (e *Events) Engage(ctx context.Context, name multicluster.ClusterName, cl cluster.Cluster) error {
 	key, ok := clusters.ControlPlane(name)
 	if !ok {
@@ -139,7 +150,7 @@ func (e *Events) Engage(ctx context.Context, name multicluster.ClusterName, cl c
 		return err
 	}
 
-	w := &clusterWatch{cluster: cl, rgd: RGDUnknown}
+	w := &clusterWatch{cluster: cl, kind: KindUnknown}
 	e.mu.Lock()
 	e.watches[name] = w
 	e.mu.Unlock()
@@ -150,7 +161,7 @@ func (e *Events) Engage(ctx context.Context, name multicluster.ClusterName, cl c
 			delete(e.watches, name)
 		}
 	})
-	go e.watchRGDs(ctx, name, key, w)
+	go e.watchKind(ctx, name, key, w)
 	return nil
 }
 
@@ -163,9 +174,9 @@ func (e *Events) handler(key types.NamespacedName) toolscache.ResourceEventHandl
 	}
 }
 
-// watchRGDs waits for kro's CRD on the ControlPlane, then starts the RGD informer.
-func (e *Events) watchRGDs(ctx context.Context, name multicluster.ClusterName, key types.NamespacedName, w *clusterWatch) {
-	log := e.log.WithValues("controlPlane", name)
+// watchKind waits for the kind's CRD on the ControlPlane, then starts its informer.
+func (e *Events) watchKind(ctx context.Context, name multicluster.ClusterName, key types.NamespacedName, w *clusterWatch) {
+	log := e.opts.Log.WithValues("controlPlane", name, "crd", e.opts.KindCRD)
 	// The cluster's HTTP client and REST mapper: no new connection, no discovery.
 	wc, err := client.NewWithWatch(w.cluster.GetConfig(), client.Options{
 		Scheme: w.cluster.GetScheme(), HTTPClient: w.cluster.GetHTTPClient(), Mapper: w.cluster.GetRESTMapper(),
@@ -174,48 +185,48 @@ func (e *Events) watchRGDs(ctx context.Context, name multicluster.ClusterName, k
 		log.Error(err, "cannot watch CRDs")
 		return
 	}
-	backoff := newBackoff(time.Second, e.maxBackoff)
+	backoff := newBackoff(time.Second, e.opts.MaxBackoff)
+	retry := func(what string, err error) bool {
+		pause := time.Second // a watch the server ended is listed again after a pause
+		if err != nil {
+			pause = backoff.Step()
+			log.V(1).Info(what+" failed, retrying", "in", pause, "reason", summarize(err))
+		}
+		return sleep(ctx, pause)
+	}
 	for ctx.Err() == nil {
 		established, err := e.waitForCRD(ctx, wc, name, w)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			pause := backoff.Step()
-			log.V(1).Info("watching kro's CRD failed, retrying", "in", pause, "reason", summarize(err))
-			if !sleep(ctx, pause) {
-				return
-			}
-			continue
+		if ctx.Err() != nil {
+			return
 		}
 		if !established {
+			if !retry("watching the CRD", err) {
+				return
+			}
 			continue
 		}
-		inf, err := w.cluster.GetCache().GetInformer(ctx, &krov1alpha1.ResourceGraphDefinition{})
+		inf, err := w.cluster.GetCache().GetInformer(ctx, e.opts.Kind)
 		if err == nil {
 			_, err = inf.AddEventHandler(e.handler(key))
 		}
 		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			pause := backoff.Step()
-			log.Info("starting the RGD watch failed, retrying", "in", pause, "reason", summarize(err))
-			if !sleep(ctx, pause) {
+			if ctx.Err() != nil || !retry("starting the watch of the kind", err) {
 				return
 			}
 			continue
 		}
-		e.setRGDWatch(name, w, RGDWatching)
-		log.Info("watching ResourceGraphDefinitions")
+		e.setKindWatch(name, w, KindWatching)
+		log.Info("watching the kind")
 		return
 	}
 }
 
-// waitForCRD lists kro's CRD and, while it is missing or not established, watches it.
-// It reports NoCRD while it waits and returns true once the CRD is established.
+// waitForCRD lists the kind's CRD and, while it is missing or not established, watches
+// it. It reports NoCRD while it waits and returns true once the CRD is established;
+// false without an error when the server ended the watch, and the server's error when it
+// sent one.
 func (e *Events) waitForCRD(ctx context.Context, wc client.WithWatch, name multicluster.ClusterName, w *clusterWatch) (bool, error) {
-	byName := client.MatchingFields{"metadata.name": RGDCRDName}
+	byName := client.MatchingFields{"metadata.name": e.opts.KindCRD}
 	list := &apiextensionsv1.CustomResourceDefinitionList{}
 	if err := wc.List(ctx, list, byName); err != nil {
 		return false, err
@@ -223,7 +234,7 @@ func (e *Events) waitForCRD(ctx context.Context, wc client.WithWatch, name multi
 	if len(list.Items) == 1 && established(&list.Items[0]) {
 		return true, nil
 	}
-	e.setRGDWatch(name, w, RGDNoCRD)
+	e.setKindWatch(name, w, KindNoCRD)
 	watcher, err := wc.Watch(ctx, &apiextensionsv1.CustomResourceDefinitionList{}, byName,
 		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
 	if err != nil {
@@ -236,10 +247,10 @@ func (e *Events) waitForCRD(ctx context.Context, wc client.WithWatch, name multi
 			return false, ctx.Err()
 		case ev, ok := <-watcher.ResultChan():
 			if !ok {
-				return false, nil // the watch ended; list again
+				return false, nil
 			}
 			if ev.Type == watch.Error {
-				return false, fmt.Errorf("watch error")
+				return false, fmt.Errorf("watching CRD %s: %w", e.opts.KindCRD, apierrors.FromObject(ev.Object))
 			}
 			if crd, ok := ev.Object.(*apiextensionsv1.CustomResourceDefinition); ok && ev.Type != watch.Deleted && established(crd) {
 				return true, nil
@@ -257,10 +268,10 @@ func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
 	return false
 }
 
-func (e *Events) setRGDWatch(name multicluster.ClusterName, w *clusterWatch, s RGDWatch) {
+func (e *Events) setKindWatch(name multicluster.ClusterName, w *clusterWatch, s KindWatch) {
 	e.mu.Lock()
-	changed := w.rgd != s
-	w.rgd = s
+	changed := w.kind != s
+	w.kind = s
 	e.mu.Unlock()
 	if changed {
 		e.Notify(name)

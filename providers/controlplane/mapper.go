@@ -1,10 +1,10 @@
 package controlplane
 
 import (
+	"maps"
 	"net/http"
 	"slices"
 
-	krov1alpha1 "github.com/kubernetes-sigs/kro/api/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -13,38 +13,46 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 )
 
-// KnownKinds are the kinds the provider uses on a ControlPlane, with their scope. Their
-// REST mappings are fixed, so no ControlPlane is asked for them.
-var KnownKinds = map[schema.GroupVersionKind]meta.RESTScope{
+// Kinds maps kinds to their scope.
+type Kinds map[schema.GroupVersionKind]meta.RESTScope
+
+// BuiltinKinds are the built-in kinds the provider uses on every ControlPlane, with
+// their scope.
+var BuiltinKinds = Kinds{
 	corev1.SchemeGroupVersion.WithKind("Secret"):                            meta.RESTScopeNamespace,
 	corev1.SchemeGroupVersion.WithKind("Namespace"):                         meta.RESTScopeRoot,
 	apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"): meta.RESTScopeRoot,
-	krov1alpha1.GroupVersion.WithKind("ResourceGraphDefinition"):            meta.RESTScopeRoot,
 }
 
-// NewRESTMapper is a cluster.Options.MapperProvider for ControlPlanes: KnownKinds are
-// mapped without discovery, any other kind by controller-runtime's lazy discovering
-// mapper. Discovery for every engaged ControlPlane (the API groups document, decoded
-// per ControlPlane and kept in its mapper) took a quarter of the provider's CPU while
-// engaging many ControlPlanes at once.
-func NewRESTMapper(cfg *rest.Config, httpClient *http.Client) (meta.RESTMapper, error) {
-	var versions []schema.GroupVersion // the preferred versions, for requests without one
-	for gvk := range KnownKinds {
-		if !slices.Contains(versions, gvk.GroupVersion()) {
-			versions = append(versions, gvk.GroupVersion())
+// NewRESTMapper returns a cluster.Options.MapperProvider for ControlPlanes: BuiltinKinds
+// and the known kinds given are mapped without discovery, their REST mappings being
+// fixed; any other kind by controller-runtime's lazy discovering mapper. Discovery for
+// every engaged ControlPlane (the API groups document, decoded per ControlPlane and kept
+// in its mapper) took a quarter of the provider's CPU while engaging many ControlPlanes
+// at once.
+func NewRESTMapper(known Kinds) func(cfg *rest.Config, httpClient *http.Client) (meta.RESTMapper, error) {
+	all := Kinds{}
+	maps.Copy(all, BuiltinKinds)
+	maps.Copy(all, known)
+	return func(cfg *rest.Config, httpClient *http.Client) (meta.RESTMapper, error) {
+		var versions []schema.GroupVersion // the preferred versions, for requests without one
+		for gvk := range all {
+			if !slices.Contains(versions, gvk.GroupVersion()) {
+				versions = append(versions, gvk.GroupVersion())
+			}
 		}
+		fixed := meta.NewDefaultRESTMapper(versions)
+		for gvk, scope := range all {
+			fixed.Add(gvk, scope)
+			// controller-runtime's cache asks for the list's kind, as discovery maps it.
+			fixed.Add(gvk.GroupVersion().WithKind(gvk.Kind+"List"), scope)
+		}
+		discovering, err := apiutil.NewDynamicRESTMapper(cfg, httpClient)
+		if err != nil {
+			return nil, err
+		}
+		return firstMatch{known: fixed, fallback: discovering}, nil
 	}
-	known := meta.NewDefaultRESTMapper(versions)
-	for gvk, scope := range KnownKinds {
-		known.Add(gvk, scope)
-		// controller-runtime's cache asks for the list's kind, as discovery maps it.
-		known.Add(gvk.GroupVersion().WithKind(gvk.Kind+"List"), scope)
-	}
-	discovering, err := apiutil.NewDynamicRESTMapper(cfg, httpClient)
-	if err != nil {
-		return nil, err
-	}
-	return firstMatch{known: known, fallback: discovering}, nil
 }
 
 // firstMatch asks known first and fallback only when known has no match. Unlike

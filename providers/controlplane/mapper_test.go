@@ -1,6 +1,7 @@
 package controlplane_test
 
 import (
+	"maps"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -33,7 +34,7 @@ func TestRESTMapperKnowsTheProvidersKinds(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	counter := &countingTransport{next: hc.Transport}
 	hc.Transport = counter
-	mapper, err := controlplane.NewRESTMapper(cpA.Config, hc)
+	mapper, err := controlplane.NewRESTMapper(rgdKind)(cpA.Config, hc)
 	g.Expect(err).NotTo(HaveOccurred())
 
 	plainHC, err := rest.HTTPClientFor(cpA.Config)
@@ -41,7 +42,9 @@ func TestRESTMapperKnowsTheProvidersKinds(t *testing.T) {
 	discovered, err := apiutil.NewDynamicRESTMapper(cpA.Config, plainHC)
 	g.Expect(err).NotTo(HaveOccurred())
 
-	for item, scope := range controlplane.KnownKinds {
+	all := maps.Clone(controlplane.BuiltinKinds)
+	maps.Copy(all, rgdKind)
+	for item, scope := range all {
 		for _, gvk := range []schema.GroupVersionKind{item, item.GroupVersion().WithKind(item.Kind + "List")} {
 			known(g, mapper, discovered, gvk, scope)
 		}

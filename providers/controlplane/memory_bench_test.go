@@ -52,7 +52,7 @@ func engageAndMeasure(b *testing.B, n int) float64 {
 	for _, name := range names {
 		g.Eventually(func() bool {
 			cl, err := provider.Get(context.Background(), name)
-			return err == nil && events.RGDWatch(name, cl) == controlplane.RGDWatching
+			return err == nil && events.KindWatch(name, cl) == controlplane.KindWatching
 		}).WithTimeout(time.Minute).Should(BeTrue())
 	}
 	after := heapInUse()

@@ -11,11 +11,11 @@ import (
 )
 
 // ClusterOptions shapes each ControlPlane's cluster so that its cache holds only what the
-// provider needs there: its own secrets in kro-system (selected by label) and, once kro
-// is installed, ResourceGraphDefinitions. Reading any other kind from the cache fails
-// instead of quietly starting an informer for it; namespaces are read directly. The
-// kinds the provider uses are mapped without discovery (NewRESTMapper).
-func ClusterOptions(ownSecrets labels.Selector) cluster.Option {
+// provider needs there: its own secrets in kro-system (selected by label) and whatever
+// kind Events starts to watch. Reading any other kind from the cache fails instead of
+// quietly starting an informer for it; namespaces are read directly. The built-in kinds
+// and known are mapped without discovery (NewRESTMapper).
+func ClusterOptions(ownSecrets labels.Selector, known Kinds) cluster.Option {
 	return func(o *cluster.Options) {
 		o.Scheme = clusters.Scheme
 		o.Cache.ReaderFailOnMissingInformer = true
@@ -26,6 +26,6 @@ func ClusterOptions(ownSecrets labels.Selector) cluster.Option {
 			},
 		}
 		o.Client.Cache = &client.CacheOptions{DisableFor: []client.Object{&corev1.Namespace{}}}
-		o.MapperProvider = NewRESTMapper
+		o.MapperProvider = NewRESTMapper(known)
 	}
 }

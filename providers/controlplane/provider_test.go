@@ -15,6 +15,7 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -34,6 +35,9 @@ import (
 )
 
 const ownLabel = "test.kro.services.open-control-plane.io/own"
+
+// rgdKind is the kind the tests have Events watch once its CRD exists: kro's RGDs.
+var rgdKind = controlplane.Kinds{krov1alpha1.GroupVersion.WithKind("ResourceGraphDefinition"): meta.RESTScopeRoot}
 
 var (
 	host, cpA, cpB *testenv.Cluster
@@ -94,9 +98,16 @@ func run(m *testing.M) int {
 		}
 	}
 
-	events = controlplane.NewEvents(ctrl.Log.WithName("events"), 0)
+	events = controlplane.NewEvents(controlplane.EventsOptions{
+		Log: ctrl.Log.WithName("events"),
+		For: func(key types.NamespacedName) client.Object {
+			return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+		},
+		Kind:    &krov1alpha1.ResourceGraphDefinition{},
+		KindCRD: "resourcegraphdefinitions.kro.run",
+	})
 	provider = controlplane.New(controlplane.Options{
-		ClusterOptions: []cluster.Option{controlplane.ClusterOptions(labels.SelectorFromSet(labels.Set{ownLabel: "true"}))},
+		ClusterOptions: []cluster.Option{controlplane.ClusterOptions(labels.SelectorFromSet(labels.Set{ownLabel: "true"}), rgdKind)},
 		ProbeInterval:  300 * time.Millisecond,
 		ProbeTimeout:   time.Second,
 		MinBackoff:     200 * time.Millisecond,
@@ -170,8 +181,8 @@ func TestEngagementAndWatches(t *testing.T) {
 
 	t.Run("kro's CRD decides whether RGDs are watched", func(t *testing.T) {
 		g := NewWithT(t)
-		eventually(g, func() controlplane.RGDWatch { return events.RGDWatch(nameA, clA) }).Should(Equal(controlplane.RGDWatching))
-		eventually(g, func() controlplane.RGDWatch { return events.RGDWatch(nameB, clB) }).Should(Equal(controlplane.RGDNoCRD))
+		eventually(g, func() controlplane.KindWatch { return events.KindWatch(nameA, clA) }).Should(Equal(controlplane.KindWatching))
+		eventually(g, func() controlplane.KindWatch { return events.KindWatch(nameB, clB) }).Should(Equal(controlplane.KindNoCRD))
 	})
 
 	t.Run("the provider's secrets in kro-system are watched; nothing else is cached", func(t *testing.T) {
@@ -215,7 +226,7 @@ func TestEngagementAndWatches(t *testing.T) {
 		dir, err := testenv.KroCRDDir(ctx)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(testenv.InstallCRDDir(ctx, cpB, dir)).To(Succeed())
-		eventually(g, func() controlplane.RGDWatch { return events.RGDWatch(nameB, clB) }).Should(Equal(controlplane.RGDWatching))
+		eventually(g, func() controlplane.KindWatch { return events.KindWatch(nameB, clB) }).Should(Equal(controlplane.KindWatching))
 		before := seen.count(keyB)
 		g.Expect(cpB.Client.Create(ctx, rgd("late"))).To(Succeed())
 		eventually(g, func() int { return seen.count(keyB) }).Should(BeNumerically(">", before))
@@ -280,7 +291,7 @@ func TestKubeconfigRotationWithRevokedToken(t *testing.T) {
 	// The replaced clusters' caches are gone: the only informers running are the two
 	// (secrets, RGDs) of each engaged ControlPlane.
 	cl, _ := provider.Get(ctx, name)
-	eventually(g, func() controlplane.RGDWatch { return events.RGDWatch(name, cl) }).Should(Equal(controlplane.RGDWatching))
+	eventually(g, func() controlplane.KindWatch { return events.KindWatch(name, cl) }).Should(Equal(controlplane.KindWatching))
 	eventually(g, runningInformers).Should(Equal(2 * len(provider.Names())))
 }
 
