@@ -210,9 +210,13 @@ func (p *Provider) Ensure(name multicluster.ClusterName, kubeconfig []byte) (Sta
 		old.cancel() // its goroutine stops the old cluster; the new one starts beside it
 		p.opts.Log.Info("kubeconfig changed, re-engaging", "controlPlane", name)
 	}
-	// The goroutine waits for Start's context and ends with it (see run); until Start has
-	// run there is none, so the entry's own context comes from the background.
-	ctx, cancel := context.WithCancel(context.Background())
+	// The cluster's context derives from Start's. Before Start has run there is none: then
+	// it starts from the background, and run ties it to Start's context once that comes.
+	parent := p.ctx
+	if parent == nil {
+		parent = context.Background()
+	}
+	ctx, cancel := context.WithCancel(parent)
 	e := &entry{hash: hash, cancel: cancel, done: make(chan struct{}), state: State{Phase: Connecting, Since: time.Now()}}
 	p.clusters[name] = e
 	go p.run(ctx, name, cfg, e)
