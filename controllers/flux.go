@@ -32,7 +32,7 @@ func (r *KroReconciler) reconcileOCIRepository(ctx context.Context, s *scope) (r
 	}
 	status, message := fluxReadiness(repo.Generation, repo.Status.ObservedGeneration, repo.Status.Conditions)
 	s.obs.managed = append(s.obs.managed, managedFlux(repo, status, message))
-	fluxCondition(&s.obs, v1alpha1.ConditionOCIRepositoryReady, "OCIRepository "+repo.Namespace+"/"+repo.Name, status, message)
+	fluxCondition(&s.obs, v1alpha1.ConditionOCIRepositoryReady, "OCIRepository "+repo.Namespace+"/"+repo.Name, status, message, v1alpha1.ReasonSourceNotReady)
 	return proceed, nil
 }
 
@@ -80,7 +80,7 @@ func (r *KroReconciler) reconcileHelmRelease(ctx context.Context, s *scope) (res
 	}
 	status, message := fluxReadiness(hr.Generation, hr.Status.ObservedGeneration, hr.Status.Conditions)
 	s.obs.managed = append(s.obs.managed, managedFlux(hr, status, message))
-	installedCondition(&s.obs, "HelmRelease "+hr.Namespace+"/"+hr.Name, s.version.ChartVersion, installedChart(hr), status, message)
+	installedCondition(&s.obs, "HelmRelease "+hr.Namespace+"/"+hr.Name, s.version.ChartVersion, installedChart(hr), status, message, releaseFailReason(hr))
 	return proceed, nil
 }
 
@@ -89,20 +89,20 @@ func (r *KroReconciler) reconcileHelmRelease(ctx context.Context, s *scope) (res
 // generation and its Ready of the old chart until helm-controller has upgraded, so Ready
 // alone would claim the new version early. The Kro is Ready, and status.chartVersion
 // names the requested chart, only once the release history shows it deployed.
-func installedCondition(obs *observation, what, wanted, installed string, status metav1.ConditionStatus, message string) {
+func installedCondition(obs *observation, what, wanted, installed string, status metav1.ConditionStatus, message, failReason string) {
 	obs.chartObserved = true
 	obs.chartVersion = chartCore(installed)
 	switch {
 	case installed != "" && sameChart(installed, wanted):
 		obs.chartVersion = wanted
-		fluxCondition(obs, v1alpha1.ConditionHelmReleaseReady, what, status, message)
+		fluxCondition(obs, v1alpha1.ConditionHelmReleaseReady, what, status, message, failReason)
 	case installed == "":
 		if status == metav1.ConditionTrue {
 			status, message = metav1.ConditionUnknown, "ready, but no deployed release in its history yet"
 		}
-		fluxCondition(obs, v1alpha1.ConditionHelmReleaseReady, what, status, message)
+		fluxCondition(obs, v1alpha1.ConditionHelmReleaseReady, what, status, message, failReason)
 	case status == metav1.ConditionFalse:
-		obs.set(v1alpha1.ConditionHelmReleaseReady, status, v1alpha1.ReasonReleaseFailed, fmt.Sprintf(
+		obs.set(v1alpha1.ConditionHelmReleaseReady, status, failReason, fmt.Sprintf(
 			"%s kro from %s to %s failed: %s is not ready: %s; kro %s still runs",
 			changeVerb(installed, wanted), obs.chartVersion, wanted, what, message, obs.chartVersion))
 	default:
@@ -113,6 +113,17 @@ func installedCondition(obs *observation, what, wanted, installed string, status
 		obs.set(v1alpha1.ConditionHelmReleaseReady, metav1.ConditionFalse, v1alpha1.ReasonUpgradeInProgress, fmt.Sprintf(
 			"%s kro from %s to %s: %s", changeVerb(installed, wanted), obs.chartVersion, wanted, detail))
 	}
+}
+
+// releaseFailReason is the reason for a HelmRelease that is not Ready: SourceNotReady when
+// helm-controller says its chart source is not ready or could not be fetched (its own
+// reasons SourceNotReady and ArtifactFailed), ReleaseFailed for anything else.
+func releaseFailReason(hr *helmv2.HelmRelease) string {
+	if c := meta.FindStatusCondition(hr.Status.Conditions, v1alpha1.ConditionReady); c != nil &&
+		(c.Reason == "SourceNotReady" || c.Reason == helmv2.ArtifactFailedReason) {
+		return v1alpha1.ReasonSourceNotReady
+	}
+	return v1alpha1.ReasonReleaseFailed
 }
 
 // installedChart is the chart version of the release that runs: the newest deployed

@@ -294,17 +294,13 @@ func fluxReadiness(generation, observedGeneration int64, conds []metav1.Conditio
 }
 
 // fluxCondition turns a Flux object's readiness into the Kro's condition of that step.
-// A failure carries Flux's own message under the step's reason.
-func fluxCondition(obs *observation, condType, what string, status metav1.ConditionStatus, message string) {
+// A failure carries Flux's own message under failReason.
+func fluxCondition(obs *observation, condType, what string, status metav1.ConditionStatus, message, failReason string) {
 	switch status {
 	case metav1.ConditionTrue:
 		obs.set(condType, status, v1alpha1.ReasonReconcileSuccess, what+" is ready")
 	case metav1.ConditionFalse:
-		reason := v1alpha1.ReasonSourceNotReady
-		if condType == v1alpha1.ConditionHelmReleaseReady {
-			reason = v1alpha1.ReasonReleaseFailed
-		}
-		obs.set(condType, status, reason, what+" is not ready: "+message)
+		obs.set(condType, status, failReason, what+" is not ready: "+message)
 	default:
 		obs.set(condType, metav1.ConditionUnknown, v1alpha1.ReasonReconciling, what+": "+message)
 	}

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -195,4 +196,25 @@ func TestAccessMissingSince(t *testing.T) {
 	obs = observation{}
 	obs.accessMissing(k, &NotAvailableError{Message: "does not answer"}, t0)
 	g.Expect(computeStatus(k.Status, 1, obs, metav1.NewTime(t0)).AccessMissingSince).To(BeNil(), "an access that exists is not missing")
+}
+
+// TestReleaseFailReason: a HelmRelease that fails because helm-controller cannot get its
+// chart says so with SourceNotReady; any other failure is ReleaseFailed.
+func TestReleaseFailReason(t *testing.T) {
+	g := NewWithT(t)
+	hr := func(reason string) *helmv2.HelmRelease {
+		h := &helmv2.HelmRelease{}
+		h.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason}}
+		return h
+	}
+	g.Expect(releaseFailReason(hr("SourceNotReady"))).To(Equal(v1alpha1.ReasonSourceNotReady))
+	g.Expect(releaseFailReason(hr(helmv2.ArtifactFailedReason))).To(Equal(v1alpha1.ReasonSourceNotReady))
+	g.Expect(releaseFailReason(hr(helmv2.InstallFailedReason))).To(Equal(v1alpha1.ReasonReleaseFailed))
+	g.Expect(releaseFailReason(&helmv2.HelmRelease{})).To(Equal(v1alpha1.ReasonReleaseFailed))
+
+	var obs observation
+	installedCondition(&obs, "HelmRelease x", "0.9.4", "", metav1.ConditionFalse, "OCIRepository 'x' is not ready", v1alpha1.ReasonSourceNotReady)
+	c := findCondition(obs.conditions, v1alpha1.ConditionHelmReleaseReady)
+	g.Expect(c.Reason).To(Equal(v1alpha1.ReasonSourceNotReady))
+	g.Expect(c.Message).To(ContainSubstring("OCIRepository 'x' is not ready"))
 }
