@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
@@ -46,13 +47,9 @@ func (r *KroReconciler) inventory(ctx context.Context, s *scope) error {
 	for i := range chartCopies.Items {
 		add(managedSecret(clusters.Platform, &chartCopies.Items[i]))
 	}
-	key0 := client.ObjectKey{Namespace: s.tenantNamespace, Name: fluxObjectName(r.ProviderName)}
-	repo := &sourcev1.OCIRepository{}
-	if err := r.Platform.Get(ctx, key0, repo); err == nil {
-		status, message := fluxReadiness(repo.Generation, repo.Status.ObservedGeneration, repo.Status.Conditions)
-		add(managedFlux(repo, status, beingDeleted(repo, message)))
-	} else if !apierrors.IsNotFound(err) {
-		return fmt.Errorf("reading OCIRepository %s: %w", key0, err)
+	flux := client.ObjectKey{Namespace: s.tenantNamespace, Name: fluxObjectName(r.ProviderName)}
+	if err := r.inventoryFlux(ctx, flux, &sourcev1.OCIRepository{}, reported, add); err != nil {
+		return err
 	}
 	if s.access != nil {
 		imageCopies := &corev1.SecretList{}
@@ -63,17 +60,41 @@ func (r *KroReconciler) inventory(ctx context.Context, s *scope) error {
 			add(managedSecret(controlPlaneCluster, &imageCopies.Items[i]))
 		}
 	}
-	hr := &helmv2.HelmRelease{}
-	if err := r.Platform.Get(ctx, key0, hr); err == nil {
-		status, message := fluxReadiness(hr.Generation, hr.Status.ObservedGeneration, hr.Status.Conditions)
-		add(managedFlux(hr, status, beingDeleted(hr, message)))
-	} else if !apierrors.IsNotFound(err) {
-		return fmt.Errorf("reading HelmRelease %s: %w", key0, err)
+	if err := r.inventoryFlux(ctx, flux, &helmv2.HelmRelease{}, reported, add); err != nil {
+		return err
 	}
 	s.obs.managed = append(s.obs.managed, found...)
 	if len(s.obs.managed) > maxManaged {
 		s.obs.managed = s.obs.managed[:maxManaged]
 	}
+	return nil
+}
+
+// inventoryFlux adds the Flux object of that key (an OCIRepository or a HelmRelease) with
+// its readiness, unless a step has reported it already: then it is not read again.
+func (r *KroReconciler) inventoryFlux(ctx context.Context, key client.ObjectKey, obj client.Object, reported map[string]bool, add func(v1alpha1.ManagedResource)) error {
+	gvk, err := apiutil.GVKForObject(obj, clusters.Scheme)
+	if err != nil {
+		return err
+	}
+	if reported[clusters.Platform+"/"+gvk.Kind+"/"+key.Namespace+"/"+key.Name] {
+		return nil
+	}
+	switch err := r.Platform.Get(ctx, key, obj); {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading %s %s: %w", gvk.Kind, key, err)
+	}
+	var status metav1.ConditionStatus
+	var message string
+	switch o := obj.(type) {
+	case *sourcev1.OCIRepository:
+		status, message = fluxReadiness(o.Generation, o.Status.ObservedGeneration, o.Status.Conditions)
+	case *helmv2.HelmRelease:
+		status, message = fluxReadiness(o.Generation, o.Status.ObservedGeneration, o.Status.Conditions)
+	}
+	add(managedFlux(obj, status, beingDeleted(obj, message)))
 	return nil
 }
 
