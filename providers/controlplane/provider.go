@@ -179,16 +179,6 @@ func (p *Provider) IndexField(ctx context.Context, obj client.Object, field stri
 	return nil
 }
 
-// State returns a ControlPlane's engagement state.
-func (p *Provider) State(name multicluster.ClusterName) State {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if e, ok := p.clusters[name]; ok {
-		return e.state
-	}
-	return State{Phase: Absent}
-}
-
 // Ensure makes the provider engage the ControlPlane with this kubeconfig. The same
 // kubeconfig again changes nothing; a different one replaces the cluster (the old cache
 // and its goroutines end). It returns the current state at once, never waiting for the
@@ -243,17 +233,6 @@ func (p *Provider) Remove(ctx context.Context, name multicluster.ClusterName) {
 		p.opts.Log.Info("disengaging, not waiting for the cluster to stop", "controlPlane", name, "reason", ctx.Err().Error())
 	}
 	p.opts.OnChange(name)
-}
-
-// Names lists the ControlPlanes the provider knows, engaged or not.
-func (p *Provider) Names() []multicluster.ClusterName {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := make([]multicluster.ClusterName, 0, len(p.clusters))
-	for name := range p.clusters {
-		out = append(out, name)
-	}
-	return out
 }
 
 // run connects, engages and then probes one ControlPlane until ctx ends.
