@@ -12,8 +12,10 @@ import (
 //
 // The score is FNV-1a of key and member, as multicluster-runtime's sharder.HRW computes
 // it, followed by a 64-bit finalizer (MurmurHash3's fmix64): FNV-1a alone mixes the last
-// bytes of its input poorly, and ControlPlane names differ mostly in their last bytes.
-// The simulation in assign_test.go measures both.
+// bytes of its input poorly, and the member names hashed last (pod names, replica-N)
+// differ only in their last bytes. The simulation in assign_test.go measures both: at
+// 20 replicas FNV-1a alone gave one replica 1.24 times the mean share, and 5.5 times with
+// replicas named replica-N; with the finalizer, at most 1.11.
 func Owner(key string, members []string) string {
 	var best string
 	var bestScore uint64

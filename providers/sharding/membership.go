@@ -84,7 +84,11 @@ type Membership struct {
 	renewedAt time.Time
 	stopping  bool
 	members   []string
-	subs      []func(before, after []string)
+
+	// tellMu orders what the subscribers are told: told is the last view they were told.
+	tellMu sync.Mutex
+	told   []string
+	subs   []func(before, after []string)
 
 	wake chan struct{}
 }
@@ -129,12 +133,16 @@ func New(cfg *rest.Config, o Options) (*Membership, error) {
 }
 
 // Subscribe adds a function told of every change of the members this replica sees, in
-// order, from one goroutine. An empty list means this replica owns nothing (not joined
-// yet, lost its Lease, or stopping). Call before Start.
+// order, one call at a time. An empty list means this replica owns nothing (not joined
+// yet, lost its Lease, or stopping). A function subscribed late is first told the
+// current view, as a change from none, before Subscribe returns.
 func (m *Membership) Subscribe(f func(before, after []string)) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.tellMu.Lock()
+	defer m.tellMu.Unlock()
 	m.subs = append(m.subs, f)
+	if len(m.told) > 0 {
+		f(nil, slices.Clone(m.told))
+	}
 }
 
 // Identity is this replica's name among the members.
@@ -322,33 +330,35 @@ func (m *Membership) recompute() {
 	}
 }
 
-// notify tells the subscribers of changes, one at a time, in order. A change that comes
-// while they run is told next, as the difference from what they were last told.
+// notify tells the subscribers of changes, in order. A change that comes while they run
+// is told next, as the difference from what they were last told.
 func (m *Membership) notify(ctx context.Context, done chan<- struct{}) {
 	defer close(done)
-	var told []string
-	tell := func() {
-		m.mu.Lock()
-		now, subs := slices.Clone(m.members), slices.Clone(m.subs)
-		m.mu.Unlock()
-		if slices.Equal(now, told) {
-			return
-		}
-		m.o.Log.Info("members changed", "members", now, "before", told)
-		for _, f := range subs {
-			f(told, now)
-		}
-		told = now
-	}
 	for {
 		select {
 		case <-ctx.Done():
-			tell() // the last change, leaving, is told too
+			m.tell() // the last change, leaving, is told too
 			return
 		case <-m.wake:
-			tell()
+			m.tell()
 		}
 	}
+}
+
+func (m *Membership) tell() {
+	m.tellMu.Lock()
+	defer m.tellMu.Unlock()
+	m.mu.Lock()
+	now := slices.Clone(m.members)
+	m.mu.Unlock()
+	if slices.Equal(now, m.told) {
+		return
+	}
+	m.o.Log.Info("members changed", "members", now, "before", m.told)
+	for _, f := range m.subs {
+		f(slices.Clone(m.told), slices.Clone(now))
+	}
+	m.told = now
 }
 
 // leave owns nothing from now on, tells the subscribers, and deletes our Lease so that

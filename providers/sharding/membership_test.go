@@ -31,20 +31,35 @@ var (
 	groupA   = map[string]string{"test.sharding/group": "a"}
 )
 
+// The API server starts with the first test that needs it, so that the pure tests of the
+// package (assign_test.go) run without one.
+var platformOnce struct {
+	sync.Once
+	err error
+}
+
+func withPlatform(t *testing.T) {
+	t.Helper()
+	platformOnce.Do(func() {
+		ctx := context.Background()
+		cs, err := testenv.StartClusters(ctx, testenv.ClusterOptions{Name: "platform"})
+		if err != nil {
+			platformOnce.err = err
+			return
+		}
+		platform = cs[0]
+		platformOnce.err = platform.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	})
+	if platformOnce.err != nil {
+		t.Fatalf("starting the platform cluster: %v", platformOnce.err)
+	}
+}
+
 func TestMain(m *testing.M) {
-	ctx := context.Background()
-	cs, err := testenv.StartClusters(ctx, testenv.ClusterOptions{Name: "platform"})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	platform = cs[0]
-	if err := platform.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
 	code := m.Run()
-	testenv.StopClusters(platform)
+	if platform != nil {
+		testenv.StopClusters(platform)
+	}
 	os.Exit(code)
 }
 
@@ -123,6 +138,7 @@ func owners(ms []*member, ks []string) map[int]int {
 }
 
 func TestMembersShareEveryKeyExactlyOnce(t *testing.T) {
+	withPlatform(t)
 	g := NewWithT(t)
 	ms := []*member{
 		start(t, platform.Config, "replica-a", groupA, 6*time.Second),
@@ -136,6 +152,11 @@ func TestMembersShareEveryKeyExactlyOnce(t *testing.T) {
 	}
 	ks := keys(600)
 	g.Expect(owners(ms, ks)).To(Equal(map[int]int{1: len(ks)}), "each key has exactly one owner")
+
+	// A subscriber that comes late is told the current view at once.
+	var late []string
+	ms[1].Subscribe(func(_, after []string) { late = after })
+	g.Expect(late).To(Equal(all))
 	for _, m := range ms {
 		n := 0
 		for _, k := range ks {
@@ -154,6 +175,7 @@ func TestMembersShareEveryKeyExactlyOnce(t *testing.T) {
 }
 
 func TestAStoppingMemberHandsOverAtOnce(t *testing.T) {
+	withPlatform(t)
 	g := NewWithT(t)
 	// A long Lease: only the hand-over on stop can make the others see the change soon.
 	a := start(t, platform.Config, "stop-a", map[string]string{"test.sharding/group": "stop"}, time.Minute)
@@ -171,6 +193,7 @@ func TestAStoppingMemberHandsOverAtOnce(t *testing.T) {
 }
 
 func TestAMemberThatStopsRenewingIsDroppedWhenItsLeaseExpires(t *testing.T) {
+	withPlatform(t)
 	g := NewWithT(t)
 	labels := map[string]string{"test.sharding/group": "expiry"}
 	// A Lease that nobody renews: a replica that was killed.
@@ -188,6 +211,7 @@ func TestAMemberThatStopsRenewingIsDroppedWhenItsLeaseExpires(t *testing.T) {
 }
 
 func TestAPartitionedMemberStepsBackBeforeTheOthersTakeOver(t *testing.T) {
+	withPlatform(t)
 	g := NewWithT(t)
 	labels := map[string]string{"test.sharding/group": "partition"}
 	proxy, err := testenv.StartProxy(platform.Config)
@@ -238,6 +262,7 @@ func TestAPartitionedMemberStepsBackBeforeTheOthersTakeOver(t *testing.T) {
 }
 
 func TestAJoiningMemberClaimsNothingBeforeItHasSeenItsLease(t *testing.T) {
+	withPlatform(t)
 	g := NewWithT(t)
 	ms, err := sharding.New(platform.Config, sharding.Options{Namespace: ns, Identity: "late", Labels: map[string]string{"test.sharding/group": "join"}, Log: logr.Discard()})
 	g.Expect(err).NotTo(HaveOccurred())
