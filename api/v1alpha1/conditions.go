@@ -23,6 +23,15 @@ const (
 	ConditionDeletionBlocked = "DeletionBlocked"
 )
 
+// The ProviderConfig has one condition, ConditionReady: True (ReasonReconcileSuccess)
+// when every version's pull secrets exist in the provider's namespace with type
+// kubernetes.io/dockerconfigjson; otherwise False with the reason of the first problem,
+// ReasonPullSecretMissing, ReasonPullSecretWrongType or ReasonInvalidProviderConfig (a
+// version's helmValues.imagePullSecrets cannot be read), the message naming every
+// version and secret concerned; ReasonTerminating while it is being deleted. The API
+// server already rejects duplicate versions (spec.versions is a list map), so there is
+// no separate condition for the versions' validity. docs/api.md lists them.
+
 // Reasons of a Kro's conditions that name one specific situation, so that alerts and
 // clients can act on them without parsing messages. Ready repeats ReasonReconcileError
 // (the seed's contract) for a step that failed on bad input or an error, and the

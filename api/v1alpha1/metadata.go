@@ -11,7 +11,8 @@ const (
 	LabelKroNamespace = LabelPrefix + "kro-namespace"
 	// LabelProvider carries the provider's name.
 	LabelProvider = LabelPrefix + "provider"
-	// LabelRole says what a copied secret is for: RoleChartPullSecret or RoleImagePullSecret.
+	// LabelRole says what a copied secret is for (RoleChartPullSecret, RoleImagePullSecret),
+	// or marks a replica's membership Lease (RoleShardMember).
 	LabelRole = LabelPrefix + "role"
 	// AnnotationKro is the Kro's exact "namespace/name", whatever its length.
 	AnnotationKro = LabelPrefix + "kro"
@@ -32,4 +33,7 @@ const (
 	RoleChartPullSecret = "chart-pull-secret"
 	// RoleImagePullSecret marks the copy of an image pull secret in kro-system on a ControlPlane.
 	RoleImagePullSecret = "image-pull-secret"
+	// RoleShardMember marks the Lease of a replica that takes its share of the
+	// ControlPlanes (run --sharding), in the provider's namespace on the platform cluster.
+	RoleShardMember = "shard-member"
 )

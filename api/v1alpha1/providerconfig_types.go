@@ -73,9 +73,51 @@ type KroVersion struct {
 	HelmValues *apiextensionsv1.JSON `json:"helmValues,omitempty"`
 }
 
-// ProviderConfigStatus is what the provider observed for its configuration.
+// ProviderConfigStatus is what the provider observed for its configuration: whether
+// every version's pull secrets resolve, and how many Kros use each version.
 type ProviderConfigStatus struct {
+	// CommonStatus: Ready is True when every version's pull secrets exist in the
+	// provider's namespace with the right type; phase is Ready or Progressing (Terminating
+	// while the ProviderConfig is being deleted).
 	CommonStatus `json:",inline"`
+
+	// Versions counts, for each version on offer and in the order of spec.versions, the
+	// Kros that select it.
+	// +optional
+	// +listType=map
+	// +listMapKey=version
+	// +kubebuilder:validation:MaxItems=64
+	Versions []VersionStatus `json:"versions,omitempty"`
+
+	// Kros is how many Kros exist on the onboarding cluster, whatever version they ask for.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Kros int32 `json:"kros"`
+
+	// UnknownVersionKros is how many Kros ask for a version that is not on offer.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	UnknownVersionKros int32 `json:"unknownVersionKros"`
+}
+
+// VersionStatus counts the Kros that select one version.
+type VersionStatus struct {
+	// Version is a spec.versions[].version.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	Version string `json:"version"`
+
+	// Kros is how many Kros ask for this version.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Kros int32 `json:"kros"`
+
+	// Ready is how many of those have phase Ready for their current spec
+	// (status.observedGeneration equals metadata.generation).
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Ready int32 `json:"ready"`
 }
 
 // ProviderConfig is the platform's configuration of the kro service provider. The
@@ -88,6 +130,8 @@ type ProviderConfigStatus struct {
 // +kubebuilder:printcolumn:name="Versions",type=string,JSONPath=`.spec.versions[*].version`
 // +kubebuilder:printcolumn:name="Poll",type=string,JSONPath=`.spec.pollInterval`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Kros",type=integer,JSONPath=`.status.kros`
+// +kubebuilder:printcolumn:name="Unknown Version",type=integer,JSONPath=`.status.unknownVersionKros`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ProviderConfig struct {
 	metav1.TypeMeta   `json:",inline"`

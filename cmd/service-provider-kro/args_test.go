@@ -121,6 +121,36 @@ func TestCustomCommandsKeepTheirFlags(t *testing.T) {
 	g.Expect(o.leaderElect).To(BeTrue())
 }
 
+// TestShardingUnderOpenMCP parses what openmcp-operator passes to a ServiceProvider whose
+// runCommand asks for --sharding: with runReplicas > 1 it adds --leader-elect=true, which
+// sharding overrides, so that every replica carries its share. The pod's name, which
+// openmcp puts into $POD_NAME, names the replica.
+func TestShardingUnderOpenMCP(t *testing.T) {
+	t.Setenv("POD_NAMESPACE", "openmcp-system")
+	t.Setenv("POD_NAME", "sp-kro-5d8f7c9b6-x2k4q")
+	for _, replicas := range []int32{1, 3} {
+		t.Run(fmt.Sprintf("replicas %d", replicas), func(t *testing.T) {
+			g := NewWithT(t)
+			spec := providerv1alpha1.DeploymentSpec{RunCommand: []string{"run", "--sharding"}, RunReplicas: replicas}
+			args := openmcpRunArgs(spec, "prod-eu", "kro")
+			if replicas > 1 {
+				g.Expect(args).To(ContainElement("--leader-elect=true"), "openmcp asks for leader election")
+			}
+			o, err := parseRun(args[1:], &bytes.Buffer{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(o.sharding).To(BeTrue())
+			g.Expect(o.leaderElect).To(BeFalse(), "sharded replicas do not elect a leader")
+			g.Expect(o.shardID).To(Equal("sp-kro-5d8f7c9b6-x2k4q"))
+			g.Expect(o.shardLeaseName()).To(Equal("service-provider-kro-sp-kro-5d8f7c9b6-x2k4q"))
+		})
+	}
+	g := NewWithT(t)
+	_, err := parseRun([]string{"--provider-name=kro", "--sharding", "--shard-id=Not_A_Name"}, &bytes.Buffer{})
+	g.Expect(err).To(MatchError(ContainSubstring("--shard-id")))
+	_, err = parseRun([]string{"--provider-name=kro", "--sharding", "--shard-lease-duration=1s"}, &bytes.Buffer{})
+	g.Expect(err).To(MatchError(ContainSubstring("--shard-lease-duration")))
+}
+
 func TestStandaloneIsNotOpenMCP(t *testing.T) {
 	g := NewWithT(t)
 	for _, args := range [][]string{

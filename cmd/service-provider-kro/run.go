@@ -6,10 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -20,6 +23,7 @@ import (
 	"github.com/openmcp-project/service-provider-kro/clusters"
 	"github.com/openmcp-project/service-provider-kro/config/rbac"
 	"github.com/openmcp-project/service-provider-kro/controllers"
+	"github.com/openmcp-project/service-provider-kro/providers/sharding"
 )
 
 type runOptions struct {
@@ -37,6 +41,9 @@ type runOptions struct {
 	pprofAddr        string
 	leaderElect      bool
 	leaderElectionNS string
+	sharding         bool
+	shardID          string
+	shardLease       time.Duration
 }
 
 func (o *runOptions) bind(fs *flag.FlagSet) {
@@ -55,6 +62,18 @@ func (o *runOptions) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "address of Go's pprof endpoints (/debug/pprof/), for profiling; 0 disables them")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader on the platform cluster so that only one replica reconciles")
 	fs.StringVar(&o.leaderElectionNS, "leader-election-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the leader election lease on the platform cluster (default: $POD_NAMESPACE)")
+	fs.BoolVar(&o.sharding, "sharding", false, "share the ControlPlanes among all replicas, each acting on its own share, instead of one leader acting on all; --leader-elect is then ignored")
+	fs.StringVar(&o.shardID, "shard-id", defaultShardID(), "with --sharding, this replica's name among the replicas, unique (default: $POD_NAME, else the host name)")
+	fs.DurationVar(&o.shardLease, "shard-lease-duration", sharding.DefaultLeaseDuration, "with --sharding, how long a replica that stopped renewing its Lease (killed, cut off) keeps its share before the others take it over; a replica that stops cleanly hands over at once")
+}
+
+// defaultShardID is the pod's name, which openmcp-operator passes as $POD_NAME.
+func defaultShardID() string {
+	if id := os.Getenv("POD_NAME"); id != "" {
+		return id
+	}
+	h, _ := os.Hostname()
+	return h
 }
 
 // parseRun parses and checks run's flags.
@@ -72,6 +91,16 @@ func parseRun(args []string, stderr io.Writer) (*runOptions, error) {
 	if o.podNamespace == "" {
 		return nil, fmt.Errorf("the provider's namespace on the platform cluster is unknown: set --pod-namespace or $POD_NAMESPACE")
 	}
+	if o.sharding {
+		if errs := validation.IsDNS1123Subdomain(o.shardLeaseName()); len(errs) > 0 {
+			return nil, fmt.Errorf("--shard-id=%q does not make a valid Lease name: %s", o.shardID, strings.Join(errs, "; "))
+		}
+		if o.shardLease < 3*time.Second {
+			return nil, fmt.Errorf("--shard-lease-duration=%s: want at least 3s", o.shardLease)
+		}
+		// Every replica takes part; a leader would leave all but one idle.
+		o.leaderElect = false
+	}
 	if o.leaderElect && o.leaderElectionNS == "" {
 		return nil, fmt.Errorf("--leader-elect needs --leader-election-namespace or $POD_NAMESPACE")
 	}
@@ -79,6 +108,11 @@ func parseRun(args []string, stderr io.Writer) (*runOptions, error) {
 		return nil, fmt.Errorf("--controlplane-access=%s: want %s or %s", a, controllers.AccessStandalone, controllers.AccessOpenMCP)
 	}
 	return o, nil
+}
+
+// shardLeaseName is the name of this replica's membership Lease.
+func (o *runOptions) shardLeaseName() string {
+	return "service-provider-" + o.providerName + "-" + o.shardID
 }
 
 // controlPlaneAccess is --controlplane-access, or its default: openmcp's AccessRequests
@@ -146,6 +180,22 @@ func runManager(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
+	var shard *sharding.Membership
+	if o.sharding {
+		if shard, err = sharding.New(platform, sharding.Options{
+			Namespace:     o.podNamespace,
+			Identity:      o.shardID,
+			LeaseName:     o.shardLeaseName(),
+			Labels:        map[string]string{v1alpha1.LabelProvider: o.providerName, v1alpha1.LabelRole: v1alpha1.RoleShardMember},
+			LeaseDuration: o.shardLease,
+			Log:           log.WithName("sharding"),
+		}); err != nil {
+			return err
+		}
+		if err := mgr.Add(shard); err != nil {
+			return err
+		}
+	}
 	if err := controllers.Setup(ctx, mgr, platform, controllers.Options{
 		ProviderName:  o.providerName,
 		PodNamespace:  o.podNamespace,
@@ -154,6 +204,7 @@ func runManager(ctx context.Context, args []string, stderr io.Writer) error {
 		Identity:      o.identity(),
 
 		AccessGracePeriod: o.accessGrace,
+		Shard:             shard,
 
 		MaxConcurrentReconciles: o.concurrency,
 	}); err != nil {
@@ -164,6 +215,16 @@ func runManager(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return err
+	}
+	if shard != nil {
+		if err := mgr.AddReadyzCheck("shard", func(*http.Request) error {
+			if !shard.Joined() {
+				return fmt.Errorf("not a member yet, or the membership Lease could not be renewed")
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -210,6 +271,6 @@ var _ manager.LeaderElectionRunnable = nonLeader(nil)
 
 func logStart(log logr.Logger, o *runOptions, access controllers.AccessMode) {
 	log.Info("starting service-provider-kro", "provider", o.providerName, "environment", o.environment,
-		"podNamespace", o.podNamespace, "controlPlaneAccess", access, "leaderElection", o.leaderElect,
+		"podNamespace", o.podNamespace, "controlPlaneAccess", access, "leaderElection", o.leaderElect, "sharding", o.sharding, "shardID", o.shardID,
 		"metricsSecure", o.metricsSecure)
 }

@@ -1,0 +1,269 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/clusters"
+	"github.com/openmcp-project/service-provider-kro/providers/sharding"
+)
+
+// ProviderConfigReconciler writes the status of the provider's ProviderConfig on the
+// platform cluster: whether every version's pull secrets resolve in the provider's
+// namespace, and how many Kros select each version. It writes nothing else, and writes
+// the status only when it changed.
+type ProviderConfigReconciler struct {
+	// Platform reads the ProviderConfig and the pull secrets (cached) and patches the
+	// ProviderConfig's status.
+	Platform client.Client
+	// Onboarding lists the Kros (the manager's cache).
+	Onboarding client.Reader
+	// Recorder emits events on the ProviderConfig; it must write to the platform cluster.
+	Recorder events.EventRecorder
+	// ProviderName is the provider's name and the name of its ProviderConfig.
+	ProviderName string
+	// PodNamespace is the provider's namespace on the platform cluster, where the source
+	// pull secrets live.
+	PodNamespace string
+	// ShouldWrite, when set and returning false, makes a reconcile do nothing at all, so
+	// that of several replicas only one writes. Nil means always.
+	ShouldWrite func() bool
+	// Shard, under --sharding, makes only the replica that owns the ProviderConfig's key
+	// write its status, and brings the ProviderConfig back to a replica that comes to own
+	// it. nil: this replica writes.
+	Shard *sharding.Membership
+}
+
+// providerConfigShardKey is what the owner of the ProviderConfig's status is computed
+// from; it cannot be a Kro's key, which always has a namespace.
+func providerConfigShardKey(name string) string { return "ProviderConfig " + name }
+
+// providerConfigObservation is what one reconcile found, for the pure status function.
+type providerConfigObservation struct {
+	// problems are the versions' pull secret problems, in the order of spec.versions.
+	problems []secretProblem
+	kros     []v1alpha1.Kro
+}
+
+// SetupWithManager registers the reconciler with the onboarding cluster's manager. The
+// ProviderConfig and the pull secrets are watched through the platform cluster's cache,
+// the Kros through the manager's; every event maps to the one ProviderConfig.
+func (r *ProviderConfigReconciler) SetupWithManager(mgr ctrl.Manager, platform cluster.Cluster) error {
+	toProviderConfig := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: r.ProviderName}}}
+	})
+	// Every change of the ProviderConfig counts, its own status included: a reconcile that
+	// read a status older than the last write computes against stale data, and the event
+	// of that write brings it back to correct it.
+	ownConfig := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == r.ProviderName })
+	// Only a source secret appearing or going changes the status: a secret's type cannot
+	// change, and its content is not looked at.
+	sourceSecrets := predicate.Funcs{
+		CreateFunc:  func(e event.CreateEvent) bool { return e.Object.GetNamespace() == r.PodNamespace },
+		DeleteFunc:  func(e event.DeleteEvent) bool { return e.Object.GetNamespace() == r.PodNamespace },
+		UpdateFunc:  func(event.UpdateEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+	b := ctrl.NewControllerManagedBy(mgr)
+	if r.Shard != nil {
+		b = b.WatchesRawSource(r.ownerChanges())
+	}
+	return b.
+		Named("providerconfig").
+		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &v1alpha1.ProviderConfig{}, toProviderConfig, ownConfig)).
+		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &corev1.Secret{}, toProviderConfig, sourceSecrets)).
+		Watches(&v1alpha1.Kro{}, toProviderConfig, builder.WithPredicates(kroCountChanged{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
+		Complete(r)
+}
+
+// ownerChanges brings the ProviderConfig back when this replica comes to own its status.
+func (r *ProviderConfigReconciler) ownerChanges() source.Source {
+	key, self := providerConfigShardKey(r.ProviderName), r.Shard.Identity()
+	return source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		r.Shard.Subscribe(func(before, after []string) {
+			if sharding.Owner(key, before) != self && sharding.Owner(key, after) == self {
+				q.Add(reconcile.Request{NamespacedName: client.ObjectKey{Name: r.ProviderName}})
+			}
+		})
+		return nil
+	})
+}
+
+// kroCountChanged lets through what can change a Kro's place in the counts: its
+// creation and deletion, a new generation (spec.version), and its phase or observed
+// generation.
+type kroCountChanged struct{ predicate.Funcs }
+
+func (kroCountChanged) Update(e event.UpdateEvent) bool {
+	o, ok1 := e.ObjectOld.(*v1alpha1.Kro)
+	n, ok2 := e.ObjectNew.(*v1alpha1.Kro)
+	if !ok1 || !ok2 {
+		return true
+	}
+	return o.Generation != n.Generation || o.Spec.Version != n.Spec.Version ||
+		o.Status.Phase != n.Status.Phase || o.Status.ObservedGeneration != n.Status.ObservedGeneration
+}
+
+func (kroCountChanged) Generic(event.GenericEvent) bool { return false }
+
+// Reconcile computes the ProviderConfig's status and patches it when it differs from
+// what is there, with an event when Ready changes.
+func (r *ProviderConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if req.Name != r.ProviderName || r.ShouldWrite != nil && !r.ShouldWrite() ||
+		r.Shard != nil && !r.Shard.Owns(providerConfigShardKey(r.ProviderName)) {
+		return ctrl.Result{}, nil
+	}
+	pc := &v1alpha1.ProviderConfig{}
+	if err := r.Platform.Get(ctx, req.NamespacedName, pc); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	obs, err := r.observe(ctx, pc)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	updated := providerConfigStatus(pc, obs)
+	if equality.Semantic.DeepEqual(pc.Status, updated) {
+		return ctrl.Result{}, nil
+	}
+	before := meta.FindStatusCondition(pc.Status.Conditions, v1alpha1.ConditionReady)
+	var prev *metav1.Condition
+	if before != nil {
+		prev = before.DeepCopy()
+	}
+	base := pc.DeepCopy()
+	pc.Status = updated
+	if err := r.Platform.Status().Patch(ctx, pc, client.MergeFrom(base), clusters.FieldOwner); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if e := readyTransitionEvent(prev, meta.FindStatusCondition(updated.Conditions, v1alpha1.ConditionReady)); e != nil && r.Recorder != nil {
+		r.Recorder.Eventf(pc, nil, e.Type, e.Reason, e.Action, "%s", e.Note)
+	}
+	return ctrl.Result{}, nil
+}
+
+// observe checks every version's pull secrets and lists the Kros.
+func (r *ProviderConfigReconciler) observe(ctx context.Context, pc *v1alpha1.ProviderConfig) (providerConfigObservation, error) {
+	var obs providerConfigObservation
+	// sourceSecret is the Kro reconciler's check, so that both objects tell the same
+	// story about a secret: missing, or of the wrong type. It reads names and types only.
+	secrets := &KroReconciler{Platform: r.Platform, PodNamespace: r.PodNamespace}
+	for i := range pc.Spec.Versions {
+		v := &pc.Spec.Versions[i]
+		images, err := imagePullSecretNames(v)
+		if err != nil {
+			obs.problems = append(obs.problems, secretProblem{v1alpha1.ReasonInvalidProviderConfig, err.Error()})
+			continue
+		}
+		check := func(name, use string) error {
+			_, problem, err := secrets.sourceSecret(ctx, name, use, v.Version)
+			if problem != nil {
+				obs.problems = append(obs.problems, *problem)
+			}
+			return err
+		}
+		if v.ChartPullSecret != "" {
+			if err := check(v.ChartPullSecret, "chart pull secret"); err != nil {
+				return obs, err
+			}
+		}
+		for _, name := range images {
+			if err := check(name, "image pull secret"); err != nil {
+				return obs, err
+			}
+		}
+	}
+	list := &v1alpha1.KroList{}
+	if err := r.Onboarding.List(ctx, list); err != nil {
+		return obs, fmt.Errorf("listing Kros: %w", err)
+	}
+	obs.kros = list.Items
+	return obs, nil
+}
+
+// providerConfigStatus is the status the ProviderConfig should have. Conditions keep
+// their lastTransitionTime unless their status changes.
+func providerConfigStatus(pc *v1alpha1.ProviderConfig, obs providerConfigObservation) v1alpha1.ProviderConfigStatus {
+	st := *pc.Status.DeepCopy()
+	st.ObservedGeneration = pc.Generation
+
+	ready := metav1.Condition{Type: v1alpha1.ConditionReady, ObservedGeneration: pc.Generation}
+	switch {
+	case !pc.DeletionTimestamp.IsZero():
+		ready.Status, ready.Reason = metav1.ConditionFalse, v1alpha1.ReasonTerminating
+		ready.Message = fmt.Sprintf("ProviderConfig %q is being deleted; the Kros report %s", pc.Name, v1alpha1.ReasonProviderConfigMissing)
+		st.Phase = v1alpha1.PhaseTerminating
+	case len(obs.problems) > 0:
+		msgs := make([]string, 0, len(obs.problems))
+		for _, p := range obs.problems {
+			msgs = append(msgs, p.message)
+		}
+		ready.Status, ready.Reason = metav1.ConditionFalse, obs.problems[0].reason
+		ready.Message = shortenMessage(strings.Join(msgs, "; "))
+		st.Phase = v1alpha1.PhaseProgressing
+	default:
+		ready.Status, ready.Reason = metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess
+		ready.Message = shortenMessage(fmt.Sprintf("the pull secrets of every version resolve: %s", strings.Join(offeredVersions(pc), ", ")))
+		st.Phase = v1alpha1.PhaseReady
+	}
+	meta.SetStatusCondition(&st.Conditions, ready)
+
+	index := make(map[string]int, len(pc.Spec.Versions))
+	versions := make([]v1alpha1.VersionStatus, 0, len(pc.Spec.Versions))
+	for _, v := range pc.Spec.Versions {
+		index[v.Version] = len(versions)
+		versions = append(versions, v1alpha1.VersionStatus{Version: v.Version})
+	}
+	st.Kros, st.UnknownVersionKros = int32(len(obs.kros)), 0
+	for i := range obs.kros {
+		k := &obs.kros[i]
+		at, ok := index[k.Spec.Version]
+		if !ok {
+			st.UnknownVersionKros++
+			continue
+		}
+		versions[at].Kros++
+		if k.Status.Phase == v1alpha1.PhaseReady && k.Status.ObservedGeneration == k.Generation {
+			versions[at].Ready++
+		}
+	}
+	st.Versions = versions
+	if len(st.Versions) == 0 {
+		st.Versions = nil
+	}
+	return st
+}
+
+// readyTransitionEvent is the event for a change of the ProviderConfig's Ready: Normal
+// when it turns True, Warning when it turns False or its reason changes. A message that
+// changes under the same status and reason raises none. The note is the condition's
+// message, which names versions and secrets, never their content.
+func readyTransitionEvent(prev, cur *metav1.Condition) *kroEvent {
+	if cur == nil || prev != nil && prev.Status == cur.Status && prev.Reason == cur.Reason {
+		return nil
+	}
+	typ := corev1.EventTypeWarning
+	if cur.Status == metav1.ConditionTrue || cur.Reason == v1alpha1.ReasonTerminating {
+		typ = corev1.EventTypeNormal
+	}
+	return &kroEvent{Type: typ, Reason: cur.Reason, Action: cur.Type, Note: cur.Message}
+}
