@@ -78,6 +78,9 @@ type ControlPlanes interface {
 	// Release ends the access to a Kro's ControlPlane once the Kro is gone: the cluster is
 	// disengaged and whatever was requested for it is withdrawn.
 	Release(ctx context.Context, kro *v1alpha1.Kro) error
+	// Disengage drops this replica's connection to a Kro's ControlPlane, and nothing
+	// else: another replica owns it now (--sharding).
+	Disengage(ctx context.Context, kro types.NamespacedName)
 	// Sources report what concerns a Kro's ControlPlane: changes of its access (the
 	// kubeconfig secret, the AccessRequest) and of what is watched on it.
 	Sources(inTenantNamespace handler.EventHandler) []source.Source
@@ -255,6 +258,10 @@ func (c *engagedControlPlanes) Access(ctx context.Context, kro *v1alpha1.Kro) (*
 		},
 		Instances: func(ctx context.Context) ([]InstanceCount, error) { return instancesOf(ctx, cl) },
 	}, nil
+}
+
+func (c *engagedControlPlanes) Disengage(ctx context.Context, kro types.NamespacedName) {
+	c.provider.Remove(ctx, clusters.ClusterName(kro))
 }
 
 func (c *engagedControlPlanes) Release(ctx context.Context, kro *v1alpha1.Kro) error {

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/providers/sharding"
 )
 
 // KroReconciler installs kro on a tenant's ControlPlane through Flux objects on the
@@ -46,6 +47,8 @@ type KroReconciler struct {
 	// AccessGracePeriod is how long a ControlPlane's access must be missing before a
 	// deletion counts the ControlPlane as gone (default DefaultAccessGracePeriod).
 	AccessGracePeriod time.Duration
+	// Shard, under --sharding, says which Kros this replica acts on; nil: all.
+	Shard *sharding.Membership
 }
 
 // DefaultAccessGracePeriod is the default of KroReconciler.AccessGracePeriod: long
@@ -123,6 +126,10 @@ type step struct {
 // Reconcile brings a Kro's objects on the platform cluster and its ControlPlane in line
 // with the Kro and the ProviderConfig, and reports what it found in one status patch.
 func (r *KroReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if !owns(r.Shard, req.NamespacedName) {
+		r.ControlPlanes.Disengage(ctx, req.NamespacedName)
+		return ctrl.Result{}, nil
+	}
 	kro, err := r.getKro(ctx, req)
 	if kro == nil || err != nil {
 		return ctrl.Result{}, err

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/providers/sharding"
 )
 
 // The provider's own metrics. Every label has a small, fixed set of values, so the number
@@ -20,6 +21,12 @@ var (
 		[]string{"phase"}, nil)
 	blockedDesc = prometheus.NewDesc("service_provider_kro_deletions_blocked",
 		"Kro objects whose deletion waits for ResourceGraphDefinitions or for an unreachable ControlPlane.",
+		nil, nil)
+	membersDesc = prometheus.NewDesc("service_provider_kro_shard_members",
+		"Replicas this replica sees sharing the ControlPlanes (--sharding), itself included; 0 while it owns nothing (joining, its Lease lost, stopping).",
+		nil, nil)
+	ownedDesc = prometheus.NewDesc("service_provider_kro_shard_owned_controlplanes",
+		"ControlPlanes (Kros) this replica owns: all of them without --sharding.",
 		nil, nil)
 	rgdsDesc = prometheus.NewDesc("service_provider_kro_resourcegraphdefinitions",
 		"ResourceGraphDefinitions on all ControlPlanes, by readiness, as last reported in the Kros' status.",
@@ -37,9 +44,10 @@ var (
 )
 
 // registerMetrics adds the provider's metrics to a registry; the Kros are counted from
-// the onboarding cluster's cache when scraped.
-func registerMetrics(reg prometheus.Registerer, kros client.Reader) error {
-	for _, c := range []prometheus.Collector{reconcileOutcomes, timeToReady, kroCollector{kros}} {
+// the onboarding cluster's cache when scraped. Under --sharding each replica counts only
+// the Kros it owns, so that the replicas' figures add up to the fleet's.
+func registerMetrics(reg prometheus.Registerer, kros client.Reader, shard *sharding.Membership) error {
+	for _, c := range []prometheus.Collector{reconcileOutcomes, timeToReady, kroCollector{kros, shard}} {
 		if err := reg.Register(c); err != nil {
 			if _, already := err.(prometheus.AlreadyRegisteredError); !already { //nolint:errorlint // Register returns the value type, unwrapped
 				return err
@@ -49,12 +57,17 @@ func registerMetrics(reg prometheus.Registerer, kros client.Reader) error {
 	return nil
 }
 
-type kroCollector struct{ kros client.Reader }
+type kroCollector struct {
+	kros  client.Reader
+	shard *sharding.Membership
+}
 
-func (kroCollector) Describe(ch chan<- *prometheus.Desc) {
+func (c kroCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- krosDesc
 	ch <- blockedDesc
 	ch <- rgdsDesc
+	ch <- ownedDesc
+	ch <- membersDesc // collected only under --sharding, described always: one set per collector
 }
 
 func (c kroCollector) Collect(ch chan<- prometheus.Metric) {
@@ -66,8 +79,12 @@ func (c kroCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	phases := map[v1alpha1.Phase]int{"": 0, v1alpha1.PhaseReady: 0, v1alpha1.PhaseProgressing: 0, v1alpha1.PhaseTerminating: 0}
-	blocked, ready, notReady := 0, int32(0), int32(0)
+	blocked, ready, notReady, owned := 0, int32(0), int32(0), 0
 	for i := range list.Items {
+		if !owns(c.shard, client.ObjectKeyFromObject(&list.Items[i])) {
+			continue
+		}
+		owned++
 		st := &list.Items[i].Status
 		phases[st.Phase]++
 		if meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionDeletionBlocked) {
@@ -82,6 +99,10 @@ func (c kroCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(krosDesc, prometheus.GaugeValue, float64(n), string(phase))
 	}
 	ch <- prometheus.MustNewConstMetric(blockedDesc, prometheus.GaugeValue, float64(blocked))
+	ch <- prometheus.MustNewConstMetric(ownedDesc, prometheus.GaugeValue, float64(owned))
+	if c.shard != nil {
+		ch <- prometheus.MustNewConstMetric(membersDesc, prometheus.GaugeValue, float64(len(c.shard.Members())))
+	}
 	ch <- prometheus.MustNewConstMetric(rgdsDesc, prometheus.GaugeValue, float64(ready), "true")
 	ch <- prometheus.MustNewConstMetric(rgdsDesc, prometheus.GaugeValue, float64(notReady), "false")
 }

@@ -23,6 +23,7 @@ import (
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
 	"github.com/openmcp-project/service-provider-kro/providers/controlplane"
+	"github.com/openmcp-project/service-provider-kro/providers/sharding"
 )
 
 // Options configure the Kro controller.
@@ -50,6 +51,9 @@ type Options struct {
 	// kro without uninstalling it (default DefaultAccessGracePeriod). Under openmcp the
 	// ControlPlane's ClusterRequest and Cluster decide instead.
 	AccessGracePeriod time.Duration
+	// Shard, under --sharding, is this replica's membership among those that share the
+	// ControlPlanes; the Kro controller acts only on the Kros it owns. nil: all Kros.
+	Shard *sharding.Membership
 }
 
 // Setup wires the provider into the onboarding cluster's manager: the platform cluster,
@@ -123,7 +127,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, platformConfig *rest.Config, o
 		return fmt.Errorf("registering ControlPlane metrics: %w", err)
 	}
 
-	if err := registerMetrics(metrics.Registry, mgr.GetClient()); err != nil {
+	if err := registerMetrics(metrics.Registry, mgr.GetClient(), o.Shard); err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
 	r := &KroReconciler{
@@ -144,9 +148,23 @@ func Setup(ctx context.Context, mgr ctrl.Manager, platformConfig *rest.Config, o
 		PodNamespace:            o.PodNamespace,
 		MaxConcurrentReconciles: o.MaxConcurrentReconciles,
 		AccessGracePeriod:       o.AccessGracePeriod,
+		Shard:                   o.Shard,
 	}
 	if err := r.SetupWithManager(ctx, mgr, platform); err != nil {
 		return fmt.Errorf("setting up the Kro controller: %w", err)
+	}
+	// The ProviderConfig lives on the platform cluster, so its events come from the
+	// platform cluster's recorder.
+	pcr := &ProviderConfigReconciler{
+		Platform:     platform.GetClient(),
+		Onboarding:   mgr.GetClient(),
+		Recorder:     platform.GetEventRecorder(o.Identity),
+		ProviderName: o.ProviderName,
+		PodNamespace: o.PodNamespace,
+		Shard:        o.Shard,
+	}
+	if err := pcr.SetupWithManager(mgr, platform); err != nil {
+		return fmt.Errorf("setting up the ProviderConfig controller: %w", err)
 	}
 	return nil
 }

@@ -68,6 +68,9 @@ func (r *KroReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, 
 	for _, src := range r.ControlPlanes.Sources(inTenantNamespace) {
 		b = b.WatchesRawSource(src)
 	}
+	if r.Shard != nil {
+		b = b.WatchesRawSource(r.shardChanges())
+	}
 	return b.Named("kro").WithOptions(controller.Options{MaxConcurrentReconciles: r.concurrency()}).Complete(r)
 }
 

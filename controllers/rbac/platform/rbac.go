@@ -7,7 +7,14 @@
 //
 // Cluster-wide, because every ControlPlane has its own tenant namespace, created on
 // demand:
-//   - ProviderConfigs: cluster-scoped; read through the cache only (no get).
+//   - ProviderConfigs: cluster-scoped; read through the cache only (no get). Their
+//     status is patched (one merge patch when it changed) with the versions' pull
+//     secret state and how many Kros use each version.
+//   - Events (events.k8s.io): events on the ProviderConfig when its Ready condition
+//     changes; patch counts up a repeated one. An event on a cluster-scoped object is
+//     written to the namespace "default", which the generated manifests cannot hold a
+//     Role for (every namespaced object of config/ is in the provider's namespace), so
+//     the rule is cluster-wide.
 //   - Namespaces: the tenant namespace is read and, where openmcp has not made it yet,
 //     created. A namespace the provider created (it carries the provider's labels) is
 //     deleted with its Kro once empty; no other namespace is ever updated or deleted.
@@ -34,12 +41,15 @@
 //     asks the platform cluster who a scraper is and whether it may GET /metrics.
 //
 // In the provider's namespace only (a Role):
-//   - Leases: leader election.
+//   - Leases: leader election; under --sharding, each replica's membership Lease
+//     (created, renewed, deleted on stop) and a watch on the others'.
 //   - Events (core/v1): the leader election's events on its Lease; patch counts up a
 //     repeated one.
 package platform
 
 // +kubebuilder:rbac:groups=kro.services.open-control-plane.io,resources=providerconfigs,verbs=list;watch
+// +kubebuilder:rbac:groups=kro.services.open-control-plane.io,resources=providerconfigs/status,verbs=patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;create;delete
 // +kubebuilder:rbac:groups="",resources=configmaps;serviceaccounts,verbs=list
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;patch;delete
@@ -50,5 +60,5 @@ package platform
 // +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update,namespace=service-provider-kro-system
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;delete,namespace=service-provider-kro-system
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch,namespace=service-provider-kro-system

@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -148,6 +149,7 @@ type Env struct {
 	stopErr                  error
 	providerMetrics, probeAt string
 	providerArgs             []string
+	replicas                 []*Replica
 }
 
 // Start builds what is missing and starts the whole environment: the clusters, the
@@ -365,19 +367,30 @@ func createIfMissing(ctx context.Context, c client.Client, obj client.Object) er
 }
 
 func (e *Env) startProvider(ctx context.Context) error {
-	ob, err := e.KubeconfigPath(e.Onboarding)
+	p, metrics, probe, err := e.runProvider(ctx, "service-provider-kro", "provider")
 	if err != nil {
 		return err
+	}
+	e.Provider, e.providerMetrics, e.probeAt = p, metrics, probe
+	return nil
+}
+
+// runProvider starts one provider process with the environment's flags, the
+// ProviderArgs and extra, on free metrics and probe ports, logging into logDir, and waits
+// until it is ready.
+func (e *Env) runProvider(ctx context.Context, name, logDir string, extra ...string) (_ *testenv.Process, metrics, probe string, _ error) {
+	ob, err := e.KubeconfigPath(e.Onboarding)
+	if err != nil {
+		return nil, "", "", err
 	}
 	pf, err := e.KubeconfigPath(e.Platform)
 	if err != nil {
-		return err
+		return nil, "", "", err
 	}
 	addrs, err := testenv.FreeLoopbackAddrs(2)
 	if err != nil {
-		return err
+		return nil, "", "", err
 	}
-	e.providerMetrics, e.probeAt = addrs[0], addrs[1]
 	args := append([]string{"run",
 		"--onboarding-kubeconfig", ob,
 		"--platform-kubeconfig", pf,
@@ -387,13 +400,12 @@ func (e *Env) startProvider(ctx context.Context) error {
 		"--controlplane-probe-interval", "5s",
 		"--metrics-bind-address", addrs[0],
 		"--health-probe-bind-address", addrs[1],
-	}, e.providerArgs...)
-	e.Provider, err = testenv.StartProcess("service-provider-kro", filepath.Join(e.Dir, "provider"), []string{"HOME=" + e.Dir},
-		e.ProviderBinary, args...)
+	}, append(slices.Clone(e.providerArgs), extra...)...)
+	p, err := testenv.StartProcess(name, filepath.Join(e.Dir, logDir), []string{"HOME=" + e.Dir}, e.ProviderBinary, args...)
 	if err != nil {
-		return err
+		return nil, "", "", err
 	}
-	return waitReady(ctx, e.Provider, "http://"+addrs[1]+"/readyz", time.Minute)
+	return p, addrs[0], addrs[1], waitReady(ctx, p, "http://"+addrs[1]+"/readyz", time.Minute)
 }
 
 // MetricsURL is the provider's metrics endpoint.
@@ -446,6 +458,9 @@ func (e *Env) Stop() error {
 	}
 	e.stopOnce.Do(func() {
 		errs := []error{e.Provider.Stop(), e.kros.stopAll()}
+		for _, r := range e.replicas {
+			errs = append(errs, r.Process.Stop())
+		}
 		if e.stopBackend != nil {
 			errs = append(errs, e.stopBackend())
 		}
