@@ -100,10 +100,7 @@ var _ = Describe("faults", Ordered, ContinueOnFailure, Label("faults"), func() {
 		waitUntil(time.Minute, 50*time.Millisecond, func(g Gomega) {
 			g.Expect(fe.Platform.Client.Get(suiteCtx, fluxKeyOf(a), &sourcev1.OCIRepository{})).To(Succeed())
 		})
-		killed := time.Now()
-		Expect(fe.KillProvider()).To(Succeed())
-		DeferCleanup(restartProviderIfDead)
-		row.note("killed %s after the Kro was created (%s)", ms(killed.Sub(created)), fluxState(a))
+		killProvider(row, created, "the Kro was created", a)
 		Expect(fe.RestartProvider(suiteCtx)).To(Succeed())
 		restarted := time.Now()
 		waitUntil(3*time.Minute, poll, func(g Gomega) { expectKroReady(g, a, "0.9.3") })
@@ -125,10 +122,7 @@ var _ = Describe("faults", Ordered, ContinueOnFailure, Label("faults"), func() {
 			g.Expect(repo.Spec.Reference).NotTo(BeNil())
 			g.Expect(repo.Spec.Reference.Tag).To(Equal("0.9.4"))
 		})
-		killed := time.Now()
-		Expect(fe.KillProvider()).To(Succeed())
-		DeferCleanup(restartProviderIfDead)
-		row.note("killed %s after spec.version changed, once the OCIRepository asked for 0.9.4 (%s)", ms(killed.Sub(patched)), fluxState(a))
+		killProvider(row, patched, "spec.version changed, once the OCIRepository asked for 0.9.4", a)
 		Expect(fe.RestartProvider(suiteCtx)).To(Succeed())
 		restarted := time.Now()
 		waitUntil(3*time.Minute, poll, func(g Gomega) { expectKroReady(g, a, "0.9.4") })
@@ -150,10 +144,7 @@ var _ = Describe("faults", Ordered, ContinueOnFailure, Label("faults"), func() {
 			g.Expect(fe.Platform.Client.Get(suiteCtx, fluxKeyOf(a), hr)).To(Succeed())
 			g.Expect(hr.DeletionTimestamp).NotTo(BeNil())
 		})
-		killed := time.Now()
-		Expect(fe.KillProvider()).To(Succeed())
-		DeferCleanup(restartProviderIfDead)
-		row.note("killed %s after the deletion began (%s)", ms(killed.Sub(deleted)), fluxState(a))
+		killProvider(row, deleted, "the deletion began", a)
 		By("Flux uninstalls kro while the provider is dead; the Kro keeps its finalizer")
 		waitUntil(2*time.Minute, poll, func(g Gomega) { g.Expect(helmReleaseSecrets(g, a)).To(BeEmpty()) })
 		kro := getKroOf(Default, a)
@@ -781,6 +772,17 @@ func helmReleaseSecrets(g Gomega, cp *env.ControlPlane) []string {
 }
 
 // restartProviderIfDead restarts a provider that a failed spec left killed.
+// killProvider SIGKILLs the provider, as a crash or an OOM kill would, and notes in the
+// row how long after since (what happened then) it died and where Flux stood. A
+// failure before the restart still gets the provider restarted for the next fault.
+func killProvider(row *faultRow, since time.Time, what string, cp *env.ControlPlane) {
+	GinkgoHelper()
+	killed := time.Now()
+	Expect(fe.KillProvider()).To(Succeed())
+	DeferCleanup(restartProviderIfDead)
+	row.note("killed %s after %s (%s)", ms(killed.Sub(since)), what, fluxState(cp))
+}
+
 func restartProviderIfDead() {
 	if fe.Provider.ExitError() != nil {
 		Expect(fe.RestartProvider(suiteCtx)).To(Succeed())
