@@ -13,11 +13,7 @@ import (
 	openmcpconst "github.com/openmcp-project/openmcp-operator/api/constants"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
@@ -131,25 +127,12 @@ func startOpenMCP(t *testing.T, g Gomega) *openMCPEnv {
 			Versions:     []v1alpha1.KroVersion{{Version: baseVersion, ChartVersion: "0.9.3"}},
 		},
 	})).To(Succeed())
-	mgr, err := ctrl.NewManager(env.onboarding.Config, ctrl.Options{
-		Scheme:                 clusters.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	g.Expect(err).NotTo(HaveOccurred())
+	mgr := newTestManager(g, env.onboarding.Config)
 	g.Expect(Setup(ctx, mgr, env.platform.Config, Options{
 		ProviderName: providerName, PodNamespace: podNamespace, Access: AccessOpenMCP,
 		ProbeInterval: 500 * time.Millisecond, MaxBackoff: 2 * time.Second,
 	})).To(Succeed())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	runTestManager(t, ctx, cancel, mgr)
 	return env
 }
 

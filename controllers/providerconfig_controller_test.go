@@ -13,11 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
@@ -48,13 +45,7 @@ func startProviderConfigReconciler(t *testing.T, g Gomega, gate bool) *pcEnv {
 	e.write.Store(true)
 	g.Expect(platform.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.podNamespace}})).To(Succeed())
 
-	mgr, err := ctrl.NewManager(onboarding.Config, ctrl.Options{
-		Scheme:                 clusters.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	g.Expect(err).NotTo(HaveOccurred())
+	mgr := newTestManager(g, onboarding.Config)
 	pl, err := cluster.New(platform.Config, func(co *cluster.Options) {
 		co.Scheme = clusters.Scheme
 		co.Cache = PlatformCacheOptions(e.podNamespace)
@@ -73,14 +64,7 @@ func startProviderConfigReconciler(t *testing.T, g Gomega, gate bool) *pcEnv {
 		r.ShouldWrite = e.write.Load
 	}
 	g.Expect(r.SetupWithManager(mgr, pl)).To(Succeed())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	runTestManager(t, ctx, cancel, mgr)
 	return e
 }
 

@@ -10,11 +10,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
@@ -146,31 +142,11 @@ func startShardedReplica(t *testing.T, g Gomega, ob, pl *testenv.Cluster, id str
 		Log:    logr.Discard(),
 	})
 	g.Expect(err).NotTo(HaveOccurred())
-	mgr, err := ctrl.NewManager(ob.Config, ctrl.Options{
-		Scheme:                 clusters.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	g.Expect(err).NotTo(HaveOccurred())
+	mgr := newTestManager(g, ob.Config)
 	g.Expect(mgr.Add(shard)).To(Succeed())
 	g.Expect(Setup(ctx, mgr, pl.Config, Options{
 		ProviderName: providerName, PodNamespace: podNamespace, Identity: id, Shard: shard,
 		ProbeInterval: 500 * time.Millisecond, MaxBackoff: 2 * time.Second,
 	})).To(Succeed())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager %s: %v", id, err)
-		}
-	}
-	t.Cleanup(stop)
-	return &shardedReplica{shard: shard, stop: stop}
+	return &shardedReplica{shard: shard, stop: runTestManager(t, ctx, cancel, mgr)}
 }

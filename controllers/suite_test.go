@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -184,6 +185,39 @@ func startManager(ctx context.Context, done chan<- error) error {
 }
 
 // --- helpers -------------------------------------------------------------
+
+// newTestManager is a manager on the onboarding cluster of cfg for one test, without
+// metrics or probes, whose controllers may repeat the names of the suite's.
+func newTestManager(g Gomega, cfg *rest.Config) ctrl.Manager {
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 clusters.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	return mgr
+}
+
+// runTestManager starts mgr and returns a function that cancels ctx, waits for the
+// manager to end and reports its error; the end of the test calls it too, and a second
+// call does nothing.
+func runTestManager(t *testing.T, ctx context.Context, cancel context.CancelFunc, mgr ctrl.Manager) (stop func()) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("manager: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
 
 const (
 	timeout  = 20 * time.Second
