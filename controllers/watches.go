@@ -61,7 +61,9 @@ func (r *KroReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, 
 	inTenantNamespace := handler.EnqueueRequestsFromMapFunc(r.krosInTenantNamespace)
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.Kro{}, builder.WithPredicates(kroChanged{})).
-		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &v1alpha1.ProviderConfig{}, handler.EnqueueRequestsFromMapFunc(r.krosOfProviderConfig))).
+		// Only a change of the ProviderConfig's spec concerns the Kros: its status, which
+		// counts the Kros, changes with them, and would bring every Kro back each time.
+		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &v1alpha1.ProviderConfig{}, handler.EnqueueRequestsFromMapFunc(r.krosOfProviderConfig), predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.krosOfSecret))).
 		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &sourcev1.OCIRepository{}, inTenantNamespace)).
 		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &helmv2.HelmRelease{}, inTenantNamespace))
