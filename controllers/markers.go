@@ -34,6 +34,20 @@ func (o *observation) versionResolved(v *v1alpha1.KroVersion) {
 		"version %s resolves to chart %s:%s", v.Version, chartURL(v), v.ChartVersion))
 }
 
+// invalidVersion: the version's entry cannot be used (its helmValues are no JSON object).
+func (o *observation) invalidVersion(version string, err error) {
+	o.set(v1alpha1.ConditionVersionResolved, metav1.ConditionFalse, v1alpha1.ReasonInvalidProviderConfig,
+		fmt.Sprintf("version %s cannot be used: %s", version, err.Error()))
+}
+
+// versionHeldBack: a rollout has not yet admitted the Kro to the version's new
+// artifacts, so it keeps those of the revision it runs.
+func (o *observation) versionHeldBack(v *v1alpha1.KroVersion, running, update string) {
+	o.set(v1alpha1.ConditionVersionResolved, metav1.ConditionTrue, v1alpha1.ReasonRolloutPending, fmt.Sprintf(
+		"version %s stays at chart %s:%s of revision %s until the rollout of revision %s admits this Kro",
+		v.Version, chartURL(v), v.ChartVersion, running, update))
+}
+
 func (o *observation) pullSecretsNotReady(reason string, problems ...string) {
 	o.set(v1alpha1.ConditionPullSecretsReady, metav1.ConditionFalse, reason, strings.Join(problems, "; "))
 }

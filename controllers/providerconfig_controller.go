@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -62,6 +63,8 @@ type providerConfigObservation struct {
 	// problems are the versions' pull secret problems, in the order of spec.versions.
 	problems []secretProblem
 	kros     []v1alpha1.Kro
+	// now is when the observation was made: the start of a health timeout.
+	now time.Time
 }
 
 // SetupWithManager registers the reconciler with the onboarding cluster's manager. The
@@ -121,7 +124,18 @@ func (kroCountChanged) Update(e event.UpdateEvent) bool {
 		return true
 	}
 	return o.Generation != n.Generation || o.Spec.Version != n.Spec.Version ||
-		o.Status.Phase != n.Status.Phase || o.Status.ObservedGeneration != n.Status.ObservedGeneration
+		o.Status.Phase != n.Status.Phase || o.Status.ObservedGeneration != n.Status.ObservedGeneration ||
+		// what a rollout's health gate reads
+		o.Status.Revision != n.Status.Revision || rgdsReady(o) != rgdsReady(n) ||
+		!equality.Semantic.DeepEqual(meta.FindStatusCondition(o.Status.Conditions, v1alpha1.ConditionHelmReleaseReady),
+			meta.FindStatusCondition(n.Status.Conditions, v1alpha1.ConditionHelmReleaseReady))
+}
+
+func rgdsReady(k *v1alpha1.Kro) int32 {
+	if k.Status.ResourceGraphDefinitions == nil {
+		return 0
+	}
+	return k.Status.ResourceGraphDefinitions.Ready
 }
 
 func (kroCountChanged) Generic(event.GenericEvent) bool { return false }
@@ -141,9 +155,13 @@ func (r *ProviderConfigReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	updated := providerConfigStatus(pc, obs)
+	if err := r.keepRevisions(ctx, pc, obs.kros); err != nil {
+		return ctrl.Result{}, err
+	}
+	updated, recheck := providerConfigStatus(pc, obs)
+	res := ctrl.Result{RequeueAfter: recheck}
 	if equality.Semantic.DeepEqual(pc.Status, updated) {
-		return ctrl.Result{}, nil
+		return res, nil
 	}
 	before := meta.FindStatusCondition(pc.Status.Conditions, v1alpha1.ConditionReady)
 	var prev *metav1.Condition
@@ -155,10 +173,16 @@ func (r *ProviderConfigReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if err := r.Platform.Status().Patch(ctx, pc, client.MergeFrom(base), clusters.FieldOwner); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if e := readyTransitionEvent(prev, meta.FindStatusCondition(updated.Conditions, v1alpha1.ConditionReady)); e != nil && r.Recorder != nil {
-		r.Recorder.Eventf(pc, nil, e.Type, e.Reason, e.Action, "%s", e.Note)
+	events := rolloutEvents(base.Status.Versions, updated.Versions)
+	if e := readyTransitionEvent(prev, meta.FindStatusCondition(updated.Conditions, v1alpha1.ConditionReady)); e != nil {
+		events = append(events, *e)
 	}
-	return ctrl.Result{}, nil
+	if r.Recorder != nil {
+		for _, e := range events {
+			r.Recorder.Eventf(pc, nil, e.Type, e.Reason, e.Action, "%s", e.Note)
+		}
+	}
+	return res, nil
 }
 
 // observe checks every version's pull secrets and lists the Kros.
@@ -197,12 +221,14 @@ func (r *ProviderConfigReconciler) observe(ctx context.Context, pc *v1alpha1.Pro
 		return obs, fmt.Errorf("listing Kros: %w", err)
 	}
 	obs.kros = list.Items
+	obs.now = time.Now()
 	return obs, nil
 }
 
-// providerConfigStatus is the status the ProviderConfig should have. Conditions keep
-// their lastTransitionTime unless their status changes.
-func providerConfigStatus(pc *v1alpha1.ProviderConfig, obs providerConfigObservation) v1alpha1.ProviderConfigStatus {
+// providerConfigStatus is the status the ProviderConfig should have, and when to look
+// again for a rollout's health timeout (0: no need). Conditions keep their
+// lastTransitionTime unless their status changes.
+func providerConfigStatus(pc *v1alpha1.ProviderConfig, obs providerConfigObservation) (v1alpha1.ProviderConfigStatus, time.Duration) {
 	st := *pc.Status.DeepCopy()
 	st.ObservedGeneration = pc.Generation
 
@@ -246,11 +272,76 @@ func providerConfigStatus(pc *v1alpha1.ProviderConfig, obs providerConfigObserva
 			versions[at].Ready++
 		}
 	}
+	recheck := planRollouts(pc, obs, versions)
 	st.Versions = versions
 	if len(st.Versions) == 0 {
 		st.Versions = nil
 	}
-	return st
+	return st, recheck
+}
+
+// planRollouts fills in each version's revision and rollout (planRollout); a version
+// whose plan cannot be made keeps its counts and says why in its message.
+func planRollouts(pc *v1alpha1.ProviderConfig, obs providerConfigObservation, versions []v1alpha1.VersionStatus) time.Duration {
+	paused := pc.Annotations[v1alpha1.AnnotationRolloutPaused] == "true"
+	var recheck time.Duration
+	for i := range versions {
+		vs := &versions[i]
+		rev, err := revisionName(pc.Name, findVersion(pc, vs.Version))
+		if err != nil {
+			vs.Message = shortenMessage(err.Error())
+			continue
+		}
+		vs.Revision = rev
+		var prev *v1alpha1.VersionStatus
+		for j := range pc.Status.Versions {
+			if pc.Status.Versions[j].Version == vs.Version {
+				prev = &pc.Status.Versions[j]
+			}
+		}
+		var on []v1alpha1.Kro
+		for _, k := range obs.kros {
+			if k.Spec.Version == vs.Version && k.DeletionTimestamp.IsZero() {
+				on = append(on, k)
+			}
+		}
+		plan, err := planRollout(pc.Spec.Rollout, paused, *vs, prev, on, obs.now)
+		if err != nil {
+			vs.Message = shortenMessage(err.Error())
+			continue
+		}
+		*vs = plan.VersionStatus
+		if plan.recheckIn > 0 && (recheck == 0 || plan.recheckIn < recheck) {
+			recheck = plan.recheckIn
+		}
+	}
+	return recheck
+}
+
+// rolloutEvents are the events for changes of the versions' rollouts: paused, resumed,
+// complete.
+func rolloutEvents(before, after []v1alpha1.VersionStatus) []kroEvent {
+	var out []kroEvent
+	for _, a := range after {
+		var b v1alpha1.VersionStatus
+		for _, x := range before {
+			if x.Version == a.Version {
+				b = x
+			}
+		}
+		if a.Rollout == b.Rollout && a.Revision == b.Revision {
+			continue
+		}
+		switch {
+		case a.Rollout == v1alpha1.RolloutPaused:
+			out = append(out, kroEvent{Type: corev1.EventTypeWarning, Reason: "RolloutPaused", Action: "Rollout", Note: "version " + a.Version + ": " + a.Message})
+		case b.Rollout == v1alpha1.RolloutPaused:
+			out = append(out, kroEvent{Type: corev1.EventTypeNormal, Reason: "RolloutResumed", Action: "Rollout", Note: "version " + a.Version + ": " + a.Message})
+		case a.Rollout == v1alpha1.RolloutComplete && b.Rollout != "":
+			out = append(out, kroEvent{Type: corev1.EventTypeNormal, Reason: "RolloutComplete", Action: "Rollout", Note: "version " + a.Version + ": " + a.Message})
+		}
+	}
+	return out
 }
 
 // readyTransitionEvent is the event for a change of the ProviderConfig's Ready: Normal

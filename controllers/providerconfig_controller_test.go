@@ -388,7 +388,7 @@ func TestProviderConfigStatusPure(t *testing.T) {
 		},
 		kros: []v1alpha1.Kro{kro("v1", v1alpha1.PhaseReady, 2, 2), kro("v1", v1alpha1.PhaseReady, 2, 1), kro("v9", v1alpha1.PhaseReady, 1, 1)},
 	}
-	st := providerConfigStatus(pc, obs)
+	st, _ := providerConfigStatus(pc, obs)
 	g.Expect(st.ObservedGeneration).To(Equal(int64(3)))
 	g.Expect(st.Phase).To(Equal(v1alpha1.PhaseProgressing))
 	g.Expect(st.Versions).To(Equal([]v1alpha1.VersionStatus{{Version: "v1", Kros: 2, Ready: 1}, {Version: "v2"}}))
@@ -405,7 +405,7 @@ func TestProviderConfigStatusPure(t *testing.T) {
 	st.Conditions[0].LastTransitionTime = old
 	pc.Status = st
 	obs.problems = obs.problems[1:]
-	st2 := providerConfigStatus(pc, obs)
+	st2, _ := providerConfigStatus(pc, obs)
 	ready2 := meta.FindStatusCondition(st2.Conditions, v1alpha1.ConditionReady)
 	g.Expect(ready2.LastTransitionTime).To(Equal(old))
 	g.Expect(ready2.Reason).To(Equal(v1alpha1.ReasonPullSecretMissing))
@@ -415,7 +415,7 @@ func TestProviderConfigStatusPure(t *testing.T) {
 	// Fixed: Ready turns True, with a new transition time and a Normal event.
 	pc.Status = st2
 	obs.problems = nil
-	st3 := providerConfigStatus(pc, obs)
+	st3, _ := providerConfigStatus(pc, obs)
 	ready3 := meta.FindStatusCondition(st3.Conditions, v1alpha1.ConditionReady)
 	g.Expect(ready3.Status).To(Equal(metav1.ConditionTrue))
 	g.Expect(ready3.LastTransitionTime).NotTo(Equal(old))
@@ -424,7 +424,7 @@ func TestProviderConfigStatusPure(t *testing.T) {
 
 	// Being deleted.
 	pc.DeletionTimestamp = ptr.To(metav1.Now())
-	st4 := providerConfigStatus(pc, obs)
+	st4, _ := providerConfigStatus(pc, obs)
 	g.Expect(st4.Phase).To(Equal(v1alpha1.PhaseTerminating))
 	g.Expect(meta.FindStatusCondition(st4.Conditions, v1alpha1.ConditionReady).Reason).To(Equal(v1alpha1.ReasonTerminating))
 }

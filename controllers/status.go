@@ -42,6 +42,9 @@ type observation struct {
 	// accessMissingSince is when it was first found missing, or nil when it is there.
 	accessChecked      bool
 	accessMissingSince *metav1.Time
+	// revision is the ControllerRevision of the artifacts this reconcile installs with;
+	// it becomes status.revision once the Kro is Ready with it.
+	revision string
 }
 
 // set records the outcome of a step, replacing an earlier one of the same type.
@@ -97,6 +100,10 @@ func computeStatus(old v1alpha1.KroStatus, generation int64, obs observation, no
 	if obs.chartObserved && !obs.deleting {
 		chartVersion = obs.chartVersion
 	}
+	revision := old.Revision
+	if phase == v1alpha1.PhaseReady && obs.revision != "" {
+		revision = obs.revision
+	}
 	missingSince := old.AccessMissingSince
 	if obs.accessChecked {
 		missingSince = obs.accessMissingSince
@@ -111,6 +118,7 @@ func computeStatus(old v1alpha1.KroStatus, generation int64, obs observation, no
 		ManagedResources:         obs.managed,
 		ResourceGraphDefinitions: reportedRGDs(old.ResourceGraphDefinitions, obs, now),
 		AccessMissingSince:       missingSince,
+		Revision:                 revision,
 	}
 }
 

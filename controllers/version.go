@@ -3,8 +3,10 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -33,9 +35,60 @@ func (r *KroReconciler) resolveVersion(ctx context.Context, s *scope) (result, e
 		s.obs.versionNotOffered(s.kro.Spec.Version, r.ProviderName, offeredVersions(pc))
 		return waiting, nil
 	}
-	s.version = v
-	s.obs.versionResolved(v)
+	return r.chooseRevision(ctx, s, pc, v)
+}
+
+// chooseRevision settles which artifacts of the version the Kro is installed with: the
+// ones spec.versions has now, unless the ProviderConfig rolls changes out and has not
+// yet admitted this Kro, which then keeps those of the revision it runs. A Kro that runs
+// none yet, or that a tenant moved to another version, gets the current ones.
+func (r *KroReconciler) chooseRevision(ctx context.Context, s *scope, pc *v1alpha1.ProviderConfig, v *v1alpha1.KroVersion) (result, error) {
+	update, err := revisionName(r.ProviderName, v)
+	if err != nil {
+		s.obs.invalidVersion(v.Version, err)
+		return waiting, nil
+	}
+	s.version, s.obs.revision = v, update
+	running := s.kro.Status.Revision
+	if pc.Spec.Rollout == nil || running == "" || running == update || admitted(pc, v.Version, update, client.ObjectKeyFromObject(s.kro).String()) {
+		s.obs.versionResolved(v)
+		return proceed, nil
+	}
+	cr := &appsv1.ControllerRevision{}
+	if err := r.Platform.Get(ctx, client.ObjectKey{Namespace: r.PodNamespace, Name: running}, cr); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return proceed, fmt.Errorf("reading ControllerRevision %s/%s: %w", r.PodNamespace, running, err)
+		}
+		// Its artifacts are no longer kept: the current ones are all there is.
+		s.obs.versionResolved(v)
+		return proceed, nil
+	}
+	old, err := revisionArtifacts(cr)
+	if err != nil || old.Version != v.Version {
+		// Unreadable, or another version's: the tenant changed spec.version, which is never
+		// held back.
+		s.obs.versionResolved(v)
+		return proceed, nil //nolint:nilerr // an unreadable revision is not kept to
+	}
+	s.version, s.obs.revision = old, running
+	s.obs.versionHeldBack(old, running, update)
 	return proceed, nil
+}
+
+// admitted tells whether the ProviderConfig's rollout of a version's revision has
+// admitted a Kro: it is updating, or it failed and keeps the revision.
+func admitted(pc *v1alpha1.ProviderConfig, version, revision, kro string) bool {
+	for _, vs := range pc.Status.Versions {
+		if vs.Version != version || vs.Revision != revision {
+			continue
+		}
+		for _, m := range append(slices.Clone(vs.Updating), vs.Failed...) {
+			if m.Kro == kro {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func findVersion(pc *v1alpha1.ProviderConfig, version string) *v1alpha1.KroVersion {

@@ -4,12 +4,16 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/openmcp-project/openmcp-operator/api/constants"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -42,6 +46,8 @@ func PlatformCacheOptions(podNamespace string) cache.Options {
 			}},
 			&sourcev1.OCIRepository{}: {Label: ours},
 			&helmv2.HelmRelease{}:     {Label: ours},
+			// The revisions of the versions' artifacts (revisions.go).
+			&appsv1.ControllerRevision{}: {Namespaces: map[string]cache.Config{podNamespace: {LabelSelector: ours}}},
 		},
 	}
 }
@@ -61,9 +67,7 @@ func (r *KroReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, 
 	inTenantNamespace := handler.EnqueueRequestsFromMapFunc(r.krosInTenantNamespace)
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.Kro{}, builder.WithPredicates(kroChanged{})).
-		// Only a change of the ProviderConfig's spec concerns the Kros: its status, which
-		// counts the Kros, changes with them, and would bring every Kro back each time.
-		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &v1alpha1.ProviderConfig{}, handler.EnqueueRequestsFromMapFunc(r.krosOfProviderConfig), predicate.GenerationChangedPredicate{})).
+		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &v1alpha1.ProviderConfig{}, r.providerConfigChanges())).
 		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.krosOfSecret))).
 		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &sourcev1.OCIRepository{}, inTenantNamespace)).
 		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &helmv2.HelmRelease{}, inTenantNamespace))
@@ -99,7 +103,59 @@ func (r *KroReconciler) krosInTenantNamespace(ctx context.Context, o client.Obje
 	return requests(list.Items, nil)
 }
 
-// krosOfProviderConfig enqueues every Kro when the provider's ProviderConfig changes.
+// providerConfigChanges enqueues every Kro when the ProviderConfig appears, goes, or its
+// spec changes; a change of its status only the Kros a rollout has just admitted. The
+// status counts the Kros and changes with them: were every change to bring every Kro
+// back, each Kro would bring all the others back.
+func (r *KroReconciler) providerConfigChanges() handler.EventHandler {
+	all := handler.EnqueueRequestsFromMapFunc(r.krosOfProviderConfig)
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			all.Create(ctx, e, q)
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			all.Delete(ctx, e, q)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() || !e.ObjectNew.GetDeletionTimestamp().Equal(e.ObjectOld.GetDeletionTimestamp()) {
+				all.Update(ctx, e, q)
+				return
+			}
+			old, ok1 := e.ObjectOld.(*v1alpha1.ProviderConfig)
+			pc, ok2 := e.ObjectNew.(*v1alpha1.ProviderConfig)
+			if !ok1 || !ok2 || pc.Name != r.ProviderName {
+				return
+			}
+			for _, key := range newlyAdmitted(old, pc) {
+				q.Add(reconcile.Request{NamespacedName: key})
+			}
+		},
+	}
+}
+
+// newlyAdmitted are the Kros a rollout admitted between two states of the ProviderConfig.
+func newlyAdmitted(old, pc *v1alpha1.ProviderConfig) []types.NamespacedName {
+	before := map[string]bool{}
+	for _, vs := range old.Status.Versions {
+		for _, m := range vs.Updating {
+			before[vs.Revision+" "+m.Kro] = true
+		}
+	}
+	var out []types.NamespacedName
+	for _, vs := range pc.Status.Versions {
+		for _, m := range vs.Updating {
+			if before[vs.Revision+" "+m.Kro] {
+				continue
+			}
+			if ns, name, ok := strings.Cut(m.Kro, "/"); ok {
+				out = append(out, types.NamespacedName{Namespace: ns, Name: name})
+			}
+		}
+	}
+	return out
+}
+
+// krosOfProviderConfig enqueues every Kro of the provider's ProviderConfig.
 func (r *KroReconciler) krosOfProviderConfig(ctx context.Context, o client.Object) []reconcile.Request {
 	if o.GetName() != r.ProviderName {
 		return nil

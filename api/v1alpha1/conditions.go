@@ -51,6 +51,11 @@ const (
 	// used (its helmValues name image pull secrets in a form the provider cannot read).
 	ReasonInvalidProviderConfig = "InvalidProviderConfig"
 
+	// ReasonRolloutPending: VersionResolved is True, but the version's artifacts changed
+	// and the ProviderConfig's rollout has not yet admitted this Kro: it keeps those of
+	// status.revision.
+	ReasonRolloutPending = "RolloutPending"
+
 	// ReasonPullSecretMissing: a pull secret the version names does not exist in the
 	// provider's namespace.
 	ReasonPullSecretMissing = "PullSecretMissing"

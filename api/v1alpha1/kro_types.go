@@ -105,6 +105,13 @@ type KroStatus struct {
 	// once the access has been missing for the provider's grace period.
 	// +optional
 	AccessMissingSince *metav1.Time `json:"accessMissingSince,omitempty"`
+
+	// Revision names the ControllerRevision of the version's artifacts that kro was last
+	// installed with and became Ready on. Under a ProviderConfig's rollout policy a Kro
+	// keeps it until the rollout admits it to a newer one.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Revision string `json:"revision,omitempty"`
 }
 
 // Kro asks for kro to be installed on the ControlPlane of the same name and namespace.

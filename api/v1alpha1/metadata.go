@@ -16,6 +16,12 @@ const (
 	LabelRole = LabelPrefix + "role"
 	// AnnotationKro is the Kro's exact "namespace/name", whatever its length.
 	AnnotationKro = LabelPrefix + "kro"
+	// AnnotationRolloutPaused on the ProviderConfig, "true", pauses every version's
+	// rollout by hand: no Kro is admitted to a new revision until it is removed.
+	AnnotationRolloutPaused = LabelPrefix + "rollout-paused"
+	// LabelVersion on a ControllerRevision carries the version (its name, shortened with
+	// a hash when it is no valid label value).
+	LabelVersion = LabelPrefix + "version"
 	// AnnotationSourceSecret names the secret in the provider's namespace a copy was made from.
 	AnnotationSourceSecret = LabelPrefix + "source-secret"
 	// LabelManagedBy marks everything the provider creates.

@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // DefaultChartURL is where the kro chart is published upstream.
@@ -30,6 +31,48 @@ type ProviderConfigSpec struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10s') && duration(self) <= duration('24h')",message="pollInterval must be between 10s and 24h"
 	PollInterval *metav1.Duration `json:"pollInterval,omitempty"`
+
+	// Rollout, when set, rolls a change of a version's artifacts (chart URL, chart
+	// version, chart pull secret, helmValues) out to the Kros on that version a few at a
+	// time, checking each before the next, and pauses when too many fail. Without it a
+	// change reaches every Kro on the version at once. A tenant's own change of
+	// Kro.spec.version is never held back.
+	// +optional
+	Rollout *RolloutPolicy `json:"rollout,omitempty"`
+}
+
+// RolloutPolicy says how a change of a version's artifacts reaches its Kros.
+type RolloutPolicy struct {
+	// MaxUnavailable is how many Kros of a version may be updating at once: a number, or a
+	// percentage of the Kros on the version (rounded down, at least 1). Default 1.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 : self.matches('^[1-9][0-9]?%$|^100%$')",message="maxUnavailable must be at least 1, or a percentage from 1% to 100%"
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+
+	// Canary selects Kros, by their labels, that update first; the other Kros on the
+	// version wait until every canary is updated and healthy.
+	// +optional
+	Canary *metav1.LabelSelector `json:"canary,omitempty"`
+
+	// FailureThreshold is how many Kros of a version may fail to become healthy with the
+	// new artifacts before the rollout of that version pauses. Default 1: the first
+	// failure pauses.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	FailureThreshold *int32 `json:"failureThreshold,omitempty"`
+
+	// HealthTimeout is how long an updating Kro has to become healthy before it counts as
+	// failed: its HelmRelease Ready with the new artifacts (Flux waits for kro's
+	// Deployment to be available) and as many ResourceGraphDefinitions Ready as before.
+	// Between 30s and 24h; default 10m.
+	// +optional
+	// +kubebuilder:default="10m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('30s') && duration(self) <= duration('24h')",message="healthTimeout must be between 30s and 24h"
+	HealthTimeout *metav1.Duration `json:"healthTimeout,omitempty"`
 }
 
 // KroVersion maps a tenant-facing version to the chart that installs it.
@@ -118,6 +161,78 @@ type VersionStatus struct {
 	// +required
 	// +kubebuilder:validation:Minimum=0
 	Ready int32 `json:"ready"`
+
+	// Revision names the ControllerRevision, in the provider's namespace, that holds the
+	// version's artifacts as spec.versions has them now.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Revision string `json:"revision,omitempty"`
+
+	// Updated is how many Kros on the version run Revision and are Ready.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Updated int32 `json:"updated"`
+
+	// Rollout is where the rollout of Revision stands: Complete, Progressing or Paused.
+	// Without spec.rollout it is Complete once every Kro runs Revision.
+	// +optional
+	Rollout RolloutPhase `json:"rollout,omitempty"`
+
+	// Message says why a rollout is paused, or what it waits for.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+
+	// Updating are the Kros admitted to Revision that are not yet healthy, at most
+	// spec.rollout.maxUnavailable of them.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=1000
+	Updating []RolloutMember `json:"updating,omitempty"`
+
+	// Failed are the Kros that did not become healthy with Revision in time. They keep
+	// Revision; fixing or reverting the version's artifacts gives them a new one first.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=1000
+	Failed []RolloutMember `json:"failed,omitempty"`
+}
+
+// RolloutPhase is where a version's rollout stands.
+// +kubebuilder:validation:Enum=Complete;Progressing;Paused
+type RolloutPhase string
+
+const (
+	// RolloutComplete: every Kro on the version runs its current revision.
+	RolloutComplete RolloutPhase = "Complete"
+	// RolloutProgressing: Kros are being updated, a few at a time.
+	RolloutProgressing RolloutPhase = "Progressing"
+	// RolloutPaused: too many Kros failed, or the ProviderConfig carries the
+	// AnnotationRolloutPaused annotation; Kros not yet updated stay as they are.
+	RolloutPaused RolloutPhase = "Paused"
+)
+
+// RolloutMember is one Kro in a rollout.
+type RolloutMember struct {
+	// Kro is the Kro's "namespace/name" on the onboarding cluster.
+	// +required
+	// +kubebuilder:validation:MaxLength=317
+	Kro string `json:"kro"`
+
+	// Since is when the Kro was admitted to the revision.
+	// +required
+	Since metav1.Time `json:"since"`
+
+	// RGDsReady is how many ResourceGraphDefinitions the Kro reported Ready when it was
+	// admitted; it is healthy again only with at least as many.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	RGDsReady int32 `json:"rgdsReady,omitempty"`
+
+	// Reason says why a Kro failed.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Reason string `json:"reason,omitempty"`
 }
 
 // ProviderConfig is the platform's configuration of the kro service provider. The
@@ -131,6 +246,7 @@ type VersionStatus struct {
 // +kubebuilder:printcolumn:name="Poll",type=string,JSONPath=`.spec.pollInterval`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Kros",type=integer,JSONPath=`.status.kros`
+// +kubebuilder:printcolumn:name="Rollout",type=string,JSONPath=`.status.versions[*].rollout`
 // +kubebuilder:printcolumn:name="Unknown Version",type=integer,JSONPath=`.status.unknownVersionKros`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ProviderConfig struct {

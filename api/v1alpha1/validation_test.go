@@ -12,6 +12,8 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	. "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
@@ -89,6 +91,22 @@ func TestProviderConfigRejectsInvalidSpecs(t *testing.T) {
 		}, "spec.versions[0].chartURL: Too long"},
 		{"over-long secret name", func(s *ProviderConfigSpec) { s.Versions[0].ChartPullSecret = strings.Repeat("a", 254) },
 			"spec.versions[0].chartPullSecret: Too long"},
+		{"maxUnavailable 0", func(s *ProviderConfigSpec) { s.Rollout = &RolloutPolicy{MaxUnavailable: ptr.To(intstr.FromInt32(0))} },
+			"maxUnavailable must be at least 1, or a percentage from 1% to 100%"},
+		{"maxUnavailable 0%", func(s *ProviderConfigSpec) {
+			s.Rollout = &RolloutPolicy{MaxUnavailable: ptr.To(intstr.FromString("0%"))}
+		},
+			"maxUnavailable must be at least 1, or a percentage from 1% to 100%"},
+		{"maxUnavailable 150%", func(s *ProviderConfigSpec) {
+			s.Rollout = &RolloutPolicy{MaxUnavailable: ptr.To(intstr.FromString("150%"))}
+		},
+			"maxUnavailable must be at least 1, or a percentage from 1% to 100%"},
+		{"failureThreshold 0", func(s *ProviderConfigSpec) { s.Rollout = &RolloutPolicy{FailureThreshold: ptr.To[int32](0)} },
+			"spec.rollout.failureThreshold"},
+		{"healthTimeout 1s", func(s *ProviderConfigSpec) {
+			s.Rollout = &RolloutPolicy{HealthTimeout: &metav1.Duration{Duration: 1e9}}
+		},
+			"healthTimeout must be between 30s and 24h"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -125,6 +143,12 @@ func TestProviderConfigAcceptsValidSpecsWithDefaults(t *testing.T) {
 	g.Expect(got.Spec.Versions[0].ChartURL).To(Equal(DefaultChartURL))
 	g.Expect(got.Spec.Versions[1].ChartURL).To(Equal("registry.example.com/kro/charts/kro"), "a URL without scheme is kept; the provider adds oci://")
 	g.Expect(string(got.Spec.Versions[1].HelmValues.Raw)).To(MatchJSON(`{"imagePullSecrets":[{"name":"pull"}],"rbac":{"mode":"aggregation"}}`))
+
+	// A rollout policy gets its defaults.
+	got.Spec.Rollout = &RolloutPolicy{MaxUnavailable: ptr.To(intstr.FromString("25%"))}
+	g.Expect(k.Update(ctx, got)).To(Succeed())
+	g.Expect(got.Spec.Rollout.FailureThreshold).To(Equal(ptr.To[int32](1)))
+	g.Expect(got.Spec.Rollout.HealthTimeout.Duration.String()).To(Equal("10m0s"))
 
 	// Editing keeps the rules: a second entry with the same version is refused.
 	got.Spec.Versions = append(got.Spec.Versions, version("v0.9.3", "0.9.5"))

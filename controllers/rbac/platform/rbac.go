@@ -41,6 +41,8 @@
 //     asks the platform cluster who a scraper is and whether it may GET /metrics.
 //
 // In the provider's namespace only (a Role):
+//   - ControllerRevisions: the revisions of the versions' artifacts, created before any
+//     Kro runs them and deleted beyond the history (rollouts, spec.rollout).
 //   - Leases: leader election; under --sharding, each replica's membership Lease
 //     (created, renewed, deleted on stop) and a watch on the others'.
 //   - Events (core/v1): the leader election's events on its Lease; patch counts up a
@@ -60,5 +62,6 @@ package platform
 // +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+// +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=list;watch;create;delete,namespace=service-provider-kro-system
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;delete,namespace=service-provider-kro-system
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch,namespace=service-provider-kro-system

@@ -1,0 +1,160 @@
+package controllers
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/clusters"
+)
+
+// A version's artifacts (chart URL, chart version, chart pull secret, helmValues) are
+// kept as ControllerRevisions in the provider's namespace, as a DaemonSet keeps its pod
+// templates: a Kro that a rollout has not yet admitted to the version's new artifacts is
+// still installed with the ones it runs, although spec.versions no longer has them.
+
+// revisionHistory is how many revisions of a version are kept besides those Kros run.
+const revisionHistory = 10
+
+// revisionName names the revision of a version's artifacts: the provider, the version
+// and a digest of the artifacts, so that every replica derives the same name, and the
+// same artifacts again (a revert) give the same revision.
+func revisionName(provider string, v *v1alpha1.KroVersion) (string, error) {
+	canonical, err := canonicalArtifacts(v)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(canonical)
+	digest := hex.EncodeToString(sum[:])[:10]
+	name := provider + "-" + dnsLabelPart(v.Version, 40)
+	return shorten(name, validation.DNS1123SubdomainMaxLength-len(digest)-1) + "-" + digest, nil
+}
+
+// canonicalArtifacts is the artifacts' JSON with the helmValues' keys sorted, so that
+// equal artifacts give equal bytes however the API server ordered them.
+func canonicalArtifacts(v *v1alpha1.KroVersion) ([]byte, error) {
+	var values any
+	if v.HelmValues != nil && len(v.HelmValues.Raw) > 0 {
+		if err := json.Unmarshal(v.HelmValues.Raw, &values); err != nil {
+			return nil, fmt.Errorf("version %s: helmValues: %w", v.Version, err)
+		}
+	}
+	return json.Marshal(struct {
+		ChartURL        string `json:"chartURL"`
+		ChartVersion    string `json:"chartVersion"`
+		ChartPullSecret string `json:"chartPullSecret"`
+		HelmValues      any    `json:"helmValues"`
+	}{chartURL(v), v.ChartVersion, v.ChartPullSecret, values})
+}
+
+// dnsLabelPart turns a version into lowercase letters, digits and '-', at most max long.
+func dnsLabelPart(s string, max int) string {
+	b := []byte(strings.ToLower(s))
+	for i, c := range b {
+		if !isAlnum(c) {
+			b[i] = '-'
+		}
+	}
+	out := strings.Trim(string(b), "-")
+	if len(out) > max {
+		out = strings.TrimRight(out[:max], "-")
+	}
+	if out == "" {
+		out = "v"
+	}
+	return out
+}
+
+// newRevision is the ControllerRevision that keeps a version's artifacts.
+func newRevision(provider, namespace string, v *v1alpha1.KroVersion, number int64) (*appsv1.ControllerRevision, error) {
+	name, err := revisionName(provider, v)
+	if err != nil {
+		return nil, err
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return &appsv1.ControllerRevision{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: namespace,
+			Labels: map[string]string{
+				v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue,
+				v1alpha1.LabelProvider:  provider,
+				v1alpha1.LabelVersion:   labelValue(v.Version),
+			},
+		},
+		Data:     runtime.RawExtension{Raw: data},
+		Revision: number,
+	}, nil
+}
+
+// revisionArtifacts reads the artifacts a ControllerRevision keeps.
+func revisionArtifacts(cr *appsv1.ControllerRevision) (*v1alpha1.KroVersion, error) {
+	v := &v1alpha1.KroVersion{}
+	if err := json.Unmarshal(cr.Data.Raw, v); err != nil {
+		return nil, fmt.Errorf("ControllerRevision %s/%s: %w", cr.Namespace, cr.Name, err)
+	}
+	return v, nil
+}
+
+// keepRevisions stores the current artifacts of every version as a ControllerRevision,
+// before any Kro can run them, and deletes the oldest of a version beyond
+// revisionHistory that no Kro runs any more.
+func (r *ProviderConfigReconciler) keepRevisions(ctx context.Context, pc *v1alpha1.ProviderConfig, kros []v1alpha1.Kro) error {
+	list := &appsv1.ControllerRevisionList{}
+	if err := r.Platform.List(ctx, list, client.InNamespace(r.PodNamespace), client.MatchingLabels{v1alpha1.LabelProvider: r.ProviderName}); err != nil {
+		return fmt.Errorf("listing ControllerRevisions: %w", err)
+	}
+	byVersion := map[string][]appsv1.ControllerRevision{}
+	for _, cr := range list.Items {
+		byVersion[cr.Labels[v1alpha1.LabelVersion]] = append(byVersion[cr.Labels[v1alpha1.LabelVersion]], cr)
+	}
+	inUse := map[string]bool{}
+	for _, k := range kros {
+		inUse[k.Status.Revision] = true
+	}
+	for i := range pc.Spec.Versions {
+		v := &pc.Spec.Versions[i]
+		name, err := revisionName(r.ProviderName, v)
+		if err != nil {
+			continue // reported in the version's status
+		}
+		inUse[name] = true
+		kept := byVersion[labelValue(v.Version)]
+		var newest int64
+		for _, cr := range kept {
+			newest = max(newest, cr.Revision)
+		}
+		if !slices.ContainsFunc(kept, func(cr appsv1.ControllerRevision) bool { return cr.Name == name }) {
+			cr, err := newRevision(r.ProviderName, r.PodNamespace, v, newest+1)
+			if err != nil {
+				return err
+			}
+			if err := r.Platform.Create(ctx, cr, clusters.FieldOwner); client.IgnoreAlreadyExists(err) != nil {
+				return fmt.Errorf("keeping revision %s of version %s: %w", name, v.Version, err)
+			}
+		}
+		slices.SortFunc(kept, func(a, b appsv1.ControllerRevision) int { return int(b.Revision - a.Revision) })
+		for j := revisionHistory; j < len(kept); j++ {
+			if !inUse[kept[j].Name] {
+				if err := r.Platform.Delete(ctx, &kept[j]); client.IgnoreNotFound(err) != nil {
+					return fmt.Errorf("deleting old revision %s: %w", kept[j].Name, err)
+				}
+			}
+		}
+	}
+	return nil
+}

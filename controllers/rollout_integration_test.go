@@ -1,0 +1,134 @@
+package controllers
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+)
+
+// setRollout sets the suite ProviderConfig's rollout policy, and takes it away at the
+// end of the test.
+func setRollout(t *testing.T, g Gomega, policy *v1alpha1.RolloutPolicy) {
+	t.Helper()
+	update := func(p *v1alpha1.RolloutPolicy) error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			pc := &v1alpha1.ProviderConfig{}
+			if err := platform.Client.Get(context.Background(), client.ObjectKey{Name: providerName}, pc); err != nil {
+				return err
+			}
+			pc.Spec.Rollout = p
+			return platform.Client.Update(context.Background(), pc)
+		})
+	}
+	g.Expect(update(policy)).To(Succeed())
+	t.Cleanup(func() {
+		if err := update(nil); err != nil {
+			t.Errorf("removing the rollout policy: %v", err)
+		}
+	})
+}
+
+func versionStatus(g Gomega, version string) v1alpha1.VersionStatus {
+	pc := &v1alpha1.ProviderConfig{}
+	g.Expect(platform.Client.Get(context.Background(), client.ObjectKey{Name: providerName}, pc)).To(Succeed())
+	for _, vs := range pc.Status.Versions {
+		if vs.Version == version {
+			return vs
+		}
+	}
+	return v1alpha1.VersionStatus{}
+}
+
+// valuesOf is the helmValues the Kro's HelmRelease carries, as JSON.
+func valuesOf(g Gomega, k *v1alpha1.Kro) string {
+	hr := getHelmRelease(g, k)
+	if hr.Spec.Values == nil {
+		return ""
+	}
+	return string(hr.Spec.Values.Raw)
+}
+
+// rolloutKros makes three Kros of a fresh version Ready, and returns them in name order
+// with the version's entry.
+func rolloutKros(t *testing.T, g Gomega) ([]*v1alpha1.Kro, v1alpha1.KroVersion) {
+	t.Helper()
+	v := v1alpha1.KroVersion{Version: uniq("v-rollout"), ChartVersion: "0.9.3",
+		HelmValues: &apiextensionsv1.JSON{Raw: []byte(`{"config":{"logLevel":"info"}}`)}}
+	offerVersion(g, v)
+	t.Cleanup(func() { withdrawVersion(NewWithT(t), v.Version) })
+	ns := newNamespace(t, g)
+	var kros []*v1alpha1.Kro
+	for _, name := range []string{"cp-a", "cp-b", "cp-c"} {
+		kros = append(kros, readyKro(t, g, ns, name, v.Version))
+	}
+	return kros, v
+}
+
+// TestRolloutUpdatesOneKroAtATime changes a version's helmValues under maxUnavailable 1:
+// one HelmRelease changes, the others keep the old values and say why, and each next
+// one follows only once the one before is Ready with the new revision.
+func TestRolloutUpdatesOneKroAtATime(t *testing.T) {
+	g := withClusters(t)
+	kros, v := rolloutKros(t, g)
+	setRollout(t, g, &v1alpha1.RolloutPolicy{MaxUnavailable: ptr.To(intstr.FromInt32(1))})
+	before, err := revisionName(providerName, &v)
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, k := range kros {
+		g.Eventually(func(g Gomega) { g.Expect(getKro(g, k).Status.Revision).To(Equal(before)) }, timeout, interval).Should(Succeed())
+	}
+
+	v.HelmValues = &apiextensionsv1.JSON{Raw: []byte(`{"config":{"logLevel":"debug"}}`)}
+	offerVersion(g, v)
+	after, err := revisionName(providerName, &v)
+	g.Expect(err).NotTo(HaveOccurred())
+	for i, k := range kros {
+		g.Eventually(func(g Gomega) {
+			vs := versionStatus(g, v.Version)
+			g.Expect(vs.Revision).To(Equal(after))
+			g.Expect(vs.Rollout).To(Equal(v1alpha1.RolloutProgressing))
+			g.Expect(kroNames(vs.Updating)).To(Equal([]string{client.ObjectKeyFromObject(k).String()}))
+			g.Expect(valuesOf(g, k)).To(ContainSubstring("debug"))
+		}, timeout, interval).Should(Succeed())
+		// The ones not yet admitted keep the old values, and say so.
+		for _, other := range kros[i+1:] {
+			g.Consistently(func(g Gomega) { g.Expect(valuesOf(g, other)).To(ContainSubstring(`"info"`)) }).
+				WithTimeout(time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+			eventuallyCondition(g, other, v1alpha1.ConditionVersionResolved, metav1.ConditionTrue, v1alpha1.ReasonRolloutPending, before, after)
+		}
+		// Flux upgrades the admitted one: it is Ready with the new revision.
+		fluxReady(g, getHelmRelease(g, k), metav1.ConditionTrue, "Helm upgrade succeeded")
+		g.Eventually(func(g Gomega) { g.Expect(getKro(g, k).Status.Revision).To(Equal(after)) }, timeout, interval).Should(Succeed())
+	}
+	g.Eventually(func(g Gomega) {
+		vs := versionStatus(g, v.Version)
+		g.Expect(vs.Rollout).To(Equal(v1alpha1.RolloutComplete))
+		g.Expect(vs.Updated).To(BeEquivalentTo(3))
+	}, timeout, interval).Should(Succeed())
+	// Both revisions are kept as ControllerRevisions in the provider's namespace.
+	for _, name := range []string{before, after} {
+		g.Expect(platform.Client.Get(context.Background(), client.ObjectKey{Namespace: podNamespace, Name: name}, &appsv1.ControllerRevision{})).To(Succeed())
+	}
+}
+
+// TestWithoutRolloutEveryKroChangesAtOnce: no policy, no change of behaviour.
+func TestWithoutRolloutEveryKroChangesAtOnce(t *testing.T) {
+	g := withClusters(t)
+	kros, v := rolloutKros(t, g)
+	v.HelmValues = &apiextensionsv1.JSON{Raw: []byte(`{"config":{"logLevel":"debug"}}`)}
+	offerVersion(g, v)
+	for _, k := range kros {
+		g.Eventually(func(g Gomega) { g.Expect(valuesOf(g, k)).To(ContainSubstring("debug")) }, timeout, interval).Should(Succeed())
+	}
+	g.Expect(versionStatus(g, v.Version).Updating).To(BeEmpty())
+}
