@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -525,11 +526,17 @@ func TestProviderConfigMissing(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t, g)
 	pc := &v1alpha1.ProviderConfig{}
-	g.Expect(platform.Client.Get(ctx, client.ObjectKey{Name: providerName}, pc)).To(Succeed())
-	spec := *pc.Spec.DeepCopy()
-	// Held by a finalizer, the ProviderConfig is first only being deleted.
-	pc.Finalizers = append(pc.Finalizers, "test.example.com/hold")
-	g.Expect(platform.Client.Update(ctx, pc)).To(Succeed())
+	var spec v1alpha1.ProviderConfigSpec
+	// Held by a finalizer, the ProviderConfig is first only being deleted. The provider
+	// writes its status meanwhile: retry on a conflict.
+	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := platform.Client.Get(ctx, client.ObjectKey{Name: providerName}, pc); err != nil {
+			return err
+		}
+		spec = *pc.Spec.DeepCopy()
+		pc.Finalizers = append(pc.Finalizers, "test.example.com/hold")
+		return platform.Client.Update(ctx, pc)
+	})).To(Succeed())
 	g.Expect(platform.Client.Delete(ctx, pc)).To(Succeed())
 	restored := false
 	restore := func() {
@@ -544,9 +551,13 @@ func TestProviderConfigMissing(t *testing.T) {
 
 	k := newKro(g, ns, "nopc", baseVersion)
 	eventuallyCondition(g, k, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonReconcileError, `ProviderConfig "kro" is being deleted`)
-	g.Expect(platform.Client.Get(ctx, client.ObjectKey{Name: providerName}, pc)).To(Succeed())
-	pc.Finalizers = nil
-	g.Expect(platform.Client.Update(ctx, pc)).To(Succeed())
+	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := platform.Client.Get(ctx, client.ObjectKey{Name: providerName}, pc); err != nil {
+			return err
+		}
+		pc.Finalizers = nil
+		return platform.Client.Update(ctx, pc)
+	})).To(Succeed())
 	k = eventuallyCondition(g, k, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonReconcileError, `ProviderConfig "kro" not found`)
 	g.Expect(k.Status.Phase).To(Equal(v1alpha1.PhaseProgressing))
 
