@@ -223,6 +223,11 @@ func (r *KroReconciler) writeStatus(ctx context.Context, s *scope, res result, r
 	if res == undecided || res == finalized {
 		return nil
 	}
+	// Another replica may have taken the Kro over while this reconcile waited, for example
+	// on a platform cluster this replica was cut off from: its status is the owner's now.
+	if !owns(r.Shard, client.ObjectKeyFromObject(s.kro)) {
+		return nil
+	}
 	before := s.before
 	if err := r.inventory(ctx, s); err != nil {
 		return err

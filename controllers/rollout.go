@@ -164,7 +164,8 @@ func runsHealthy(k *v1alpha1.Kro, revision string) bool {
 // admitted, or it was not healthy within the timeout.
 func failure(k *v1alpha1.Kro, m v1alpha1.RolloutMember, timeout time.Duration, now time.Time) string {
 	if c := meta.FindStatusCondition(k.Status.Conditions, v1alpha1.ConditionHelmReleaseReady); c != nil &&
-		c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonReleaseFailed && c.LastTransitionTime.After(m.Since.Time) {
+		c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonReleaseFailed && !c.LastTransitionTime.Before(&m.Since) {
+		// Both times are kept to the second: a failure in the second of the admission counts.
 		return shortenMessage(c.Message)
 	}
 	if now.Sub(m.Since.Time) >= timeout {

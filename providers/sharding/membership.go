@@ -12,6 +12,11 @@
 //   - A replica that cannot renew its Lease steps back (owns nothing) before the others
 //     can count it gone: it measures from the moment it sent its last successful renewal,
 //     and they from the moment they saw it.
+//   - A replica drops a member whose Lease ran out only once one of its own renewals,
+//     sent after that moment, has come back through its watch. Cut off, it cannot tell a
+//     member that is gone from its own watch that stopped: it keeps the member, and its
+//     keys stay the member's, until its own Lease runs out and it steps back itself.
+//     Connected, this costs one renewal, sent at once.
 //   - A replica that stops (its context ends) owns nothing from that moment and deletes
 //     its Lease, so that the others take over at once rather than after the Lease expires.
 //
@@ -82,7 +87,16 @@ type Membership struct {
 	// renewedAt is when our last successful renewal was sent; it is valid until
 	// renewedAt + LeaseDuration, by anyone's count.
 	renewedAt time.Time
-	stopping  bool
+	// confirmed is when the newest of our renewals that the watch has delivered back was
+	// sent. Watch events come in the order of their writes, so by then the watch has
+	// delivered every renewal of the others written before it: a member whose Lease ran
+	// out before confirmed is gone. One that ran out after it may only look gone because
+	// this replica is cut off; it stays a member until a renewal confirms it gone, or until
+	// this replica's own Lease runs out and it steps back.
+	confirmed time.Time
+	// confirm asks for a renewal now, to confirm that a member is gone.
+	confirm  chan struct{}
+	stopping bool
 	members   []string
 
 	// tellMu orders what the subscribers are told: told is the last view they were told.
@@ -129,7 +143,7 @@ func New(cfg *rest.Config, o Options) (*Membership, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Membership{o: o, client: c, cache: ca, seen: map[string]seenLease{}, wake: make(chan struct{}, 1)}, nil
+	return &Membership{o: o, client: c, cache: ca, seen: map[string]seenLease{}, wake: make(chan struct{}, 1), confirm: make(chan struct{}, 1)}, nil
 }
 
 // Subscribe adds a function told of every change of the members this replica sees, in
@@ -200,6 +214,7 @@ func (m *Membership) Start(ctx context.Context) error {
 	defer renewTimer.Stop()
 	tick := time.NewTicker(time.Second) // Leases of others expire without an event
 	defer tick.Stop()
+	var attempted time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -207,7 +222,11 @@ func (m *Membership) Start(ctx context.Context) error {
 			stopCache()
 			<-notified
 			return nil
+		case <-m.confirm:
+			// At most one renewal a second, however many members look gone.
+			renewTimer.Reset(max(0, time.Second-time.Since(attempted)))
 		case <-renewTimer.C:
+			attempted = time.Now()
 			if err := m.renew(ctx); err != nil && ctx.Err() == nil {
 				m.o.Log.Info("renewing the membership Lease failed; retrying", "error", err.Error())
 				renewTimer.Reset(time.Second)
@@ -249,7 +268,7 @@ func (m *Membership) renew(ctx context.Context) error {
 	m.mu.Lock()
 	m.written, m.renewedAt = lease.ResourceVersion, sent
 	if m.seen[m.o.LeaseName].version == m.written { // the watch was quicker than the reply
-		m.joined = true
+		m.joined, m.confirmed = true, sent
 	}
 	m.mu.Unlock()
 	return nil
@@ -295,7 +314,7 @@ func (m *Membership) observe(o any, deleted bool) {
 		}
 	}
 	if l.Name == m.o.LeaseName && !deleted && l.ResourceVersion == m.written {
-		m.joined = true
+		m.joined, m.confirmed = true, m.renewedAt
 	}
 	m.mu.Unlock()
 	m.recompute()
@@ -310,12 +329,24 @@ func (m *Membership) recompute() {
 	self := m.joined && !m.stopping && now.Before(m.renewedAt.Add(m.o.LeaseDuration))
 	if self {
 		members = append(members, m.o.Identity)
+		unconfirmed := false
 		for _, l := range m.seen {
-			if l.holder != m.o.Identity && now.Before(l.at.Add(l.duration)) && !slices.Contains(members, l.holder) {
+			if l.holder == m.o.Identity || slices.Contains(members, l.holder) {
+				continue
+			}
+			end := l.at.Add(l.duration)
+			if now.Before(end) || !m.confirmed.After(end) {
 				members = append(members, l.holder)
+				unconfirmed = unconfirmed || !now.Before(end)
 			}
 		}
 		slices.Sort(members)
+		if unconfirmed {
+			select {
+			case m.confirm <- struct{}{}:
+			default:
+			}
+		}
 	} else if m.joined && !m.stopping {
 		m.joined = false // the Lease lapsed: join again after the next renewal comes back
 		m.o.Log.Info("the membership Lease could not be renewed in time; owning nothing until it is")

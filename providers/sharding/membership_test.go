@@ -210,17 +210,30 @@ func TestAMemberThatStopsRenewingIsDroppedWhenItsLeaseExpires(t *testing.T) {
 	g.Expect(owners([]*member{a}, keys(100))).To(Equal(map[int]int{1: 100}))
 }
 
+// TestAPartitionedMemberStepsBackBeforeTheOthersTakeOver cuts a member off the API
+// server, once at any moment, and once right after it renewed its Lease: then its own
+// Lease is newer than the others' it saw last, and they run out first in its view. It
+// must not take their keys for that: cut off, it cannot tell them gone from itself cut off.
 func TestAPartitionedMemberStepsBackBeforeTheOthersTakeOver(t *testing.T) {
 	withPlatform(t)
+	t.Run("at any moment", func(t *testing.T) { partitionMember(t, "any", false) })
+	t.Run("right after it renewed", func(t *testing.T) { partitionMember(t, "renewed", true) })
+}
+
+func partitionMember(t *testing.T, group string, afterRenewal bool) {
 	g := NewWithT(t)
-	labels := map[string]string{"test.sharding/group": "partition"}
+	labels := map[string]string{"test.sharding/group": "partition-" + group}
+	cutID, otherID := "cut-off-"+group, "other-"+group
 	proxy, err := testenv.StartProxy(platform.Config)
 	g.Expect(err).NotTo(HaveOccurred())
 	defer func() { _ = proxy.Close() }()
 	const d = 6 * time.Second
-	cut := start(t, proxy.Config(platform.Config), "cut-off", labels, d)
-	other := start(t, platform.Config, "other", labels, d)
-	both := []string{"cut-off", "other"}
+	cut := start(t, proxy.Config(platform.Config), cutID, labels, d)
+	// Half a renewal period later, so that the other's renewals fall between the cut
+	// member's: the cut after a renewal then leaves the other's Lease older than its own.
+	time.Sleep(d / 6)
+	other := start(t, platform.Config, otherID, labels, d)
+	both := []string{cutID, otherID}
 	g.Eventually(cut.Members).WithTimeout(20 * time.Second).Should(Equal(both))
 	g.Eventually(other.Members).WithTimeout(20 * time.Second).Should(Equal(both))
 
@@ -228,6 +241,16 @@ func TestAPartitionedMemberStepsBackBeforeTheOthersTakeOver(t *testing.T) {
 	ks := keys(300)
 	var doubled, orphaned time.Duration
 	var cutLeft, otherTookOver time.Time
+	if afterRenewal {
+		lease := &coordinationv1.Lease{}
+		key := client.ObjectKey{Namespace: ns, Name: cutID}
+		g.Expect(platform.Client.Get(context.Background(), key, lease)).To(Succeed())
+		rv := lease.ResourceVersion
+		g.Eventually(func() string {
+			_ = platform.Client.Get(context.Background(), key, lease)
+			return lease.ResourceVersion
+		}).WithTimeout(10 * time.Second).WithPolling(10 * time.Millisecond).ShouldNot(Equal(rv))
+	}
 	proxy.Cut()
 	cutAt := time.Now()
 	for time.Since(cutAt) < 2*d {
@@ -241,7 +264,7 @@ func TestAPartitionedMemberStepsBackBeforeTheOthersTakeOver(t *testing.T) {
 		if cutLeft.IsZero() && len(cut.Members()) == 0 {
 			cutLeft = time.Now()
 		}
-		if otherTookOver.IsZero() && slices.Equal(other.Members(), []string{"other"}) {
+		if otherTookOver.IsZero() && slices.Equal(other.Members(), []string{otherID}) {
 			otherTookOver = time.Now()
 		}
 		time.Sleep(50 * time.Millisecond)
