@@ -97,7 +97,7 @@ type Membership struct {
 	// confirm asks for a renewal now, to confirm that a member is gone.
 	confirm  chan struct{}
 	stopping bool
-	members   []string
+	members  []string
 
 	// tellMu orders what the subscribers are told: told is the last view they were told.
 	tellMu sync.Mutex
