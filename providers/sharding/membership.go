@@ -51,6 +51,9 @@ import (
 // stops cleanly hands over at once.
 const DefaultLeaseDuration = 15 * time.Second
 
+// checkEvery is how often a replica looks whether a Lease, its own or another's, ran out.
+const checkEvery = 250 * time.Millisecond
+
 // Options configure a Membership.
 type Options struct {
 	// Namespace holds the members' Leases: the provider's namespace on the platform cluster.
@@ -212,7 +215,7 @@ func (m *Membership) Start(ctx context.Context) error {
 	renew := m.o.LeaseDuration / 3
 	renewTimer := time.NewTimer(0)
 	defer renewTimer.Stop()
-	tick := time.NewTicker(time.Second) // Leases of others expire without an event
+	tick := time.NewTicker(checkEvery) // Leases expire without an event
 	defer tick.Stop()
 	var attempted time.Time
 	for {
@@ -326,7 +329,10 @@ func (m *Membership) recompute() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var members []string
-	self := m.joined && !m.stopping && now.Before(m.renewedAt.Add(m.o.LeaseDuration))
+	// It steps back a margin before its Lease runs out, so that it has stepped back by the
+	// time any other can notice the Lease expired (each looks every checkEvery).
+	margin := min(time.Second, m.o.LeaseDuration/5)
+	self := m.joined && !m.stopping && now.Before(m.renewedAt.Add(m.o.LeaseDuration-margin))
 	if self {
 		members = append(members, m.o.Identity)
 		unconfirmed := false
