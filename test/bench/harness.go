@@ -190,6 +190,15 @@ func fast(cfg *rest.Config) *rest.Config {
 }
 
 func (h *harness) setup(ctx context.Context) error {
+	if err := h.setupEnv(ctx); err != nil {
+		return err
+	}
+	return h.startProvider(ctx)
+}
+
+// setupEnv builds the provider, starts the clusters and the harness's watches and plays
+// Flux: everything but the provider process.
+func (h *harness) setupEnv(ctx context.Context) error {
 	if err := h.buildProvider(ctx); err != nil {
 		return err
 	}
@@ -235,7 +244,7 @@ func (h *harness) setup(ctx context.Context) error {
 	for range 8 {
 		go h.fluxWorker(ctx)
 	}
-	return h.startProvider(ctx)
+	return nil
 }
 
 // connect makes the harness's clients, writes the onboarding and platform kubeconfigs

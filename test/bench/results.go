@@ -45,6 +45,9 @@ type Results struct {
 	// Flux is the run with real Flux at small N, when there was one.
 	Flux *FluxResults `json:"flux,omitempty"`
 
+	// Sharded is the run of several replicas with --sharding, when there was one.
+	Sharded *ShardedResults `json:"sharded,omitempty"`
+
 	Targets []Target `json:"targets"`
 }
 

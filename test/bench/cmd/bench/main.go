@@ -3,6 +3,7 @@
 //
 //	go run ./test/bench/cmd/bench                 # both modes, the defaults (go tool task bench)
 //	go run ./test/bench/cmd/bench -modes flux     # real Flux only; keeps the provider-mode results
+//	go run ./test/bench/cmd/bench -modes sharded  # sharded replicas only; keeps the other results
 //	go run ./test/bench/cmd/bench -steps 3 ...    # a tiny run (go tool task bench-smoke)
 package main
 
@@ -14,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -43,6 +45,7 @@ func run() error {
 		render  bool
 		modes   string
 		pflags  string
+		sc      bench.ShardedConfig
 	)
 	flag.StringVar(&steps, "steps", "10,50,100", "numbers N of ControlPlanes (on shared API servers) after each burst, ascending")
 	flag.IntVar(&cfg.SharedAPIServers, "shared-apiservers", 2, "API servers that serve the N ControlPlanes, each ControlPlane with its own credentials")
@@ -51,7 +54,12 @@ func run() error {
 	flag.IntVar(&cfg.Concurrency, "concurrency", 20, "creates the harness has in flight")
 	flag.IntVar(&cfg.Repeats, "repeats", 5, "repeats of the secret and RGD measurements")
 	flag.DurationVar(&cfg.IdleWindow, "idle", time.Minute, "how long the steady state is watched")
-	flag.StringVar(&modes, "modes", "provider,flux", "provider: the harness plays Flux by setting the Flux objects' status, at large N; flux: real source- and helm-controller install kro's real chart on kwok ControlPlanes, at small N. A mode left out keeps its results from -out-json")
+	flag.StringVar(&modes, "modes", "provider,flux,sharded", "provider: the harness plays Flux by setting the Flux objects' status, at large N; flux: real source- and helm-controller install kro's real chart on kwok ControlPlanes, at small N; sharded: several replicas with --sharding in provider mode (killed, stopped, cut off). A mode left out keeps its results from -out-json")
+	flag.IntVar(&sc.Replicas, "sharded-replicas", 3, "sharded mode: replicas with --sharding (0 skips the sharded mode)")
+	flag.IntVar(&sc.Kros, "sharded-kros", 300, "sharded mode: Kros, each on a ControlPlane of its own on the shared API servers")
+	flag.DurationVar(&sc.LeaseDuration, "sharded-lease", 15*time.Second, "sharded mode: --shard-lease-duration")
+	flag.DurationVar(&sc.Partition, "sharded-partition", 25*time.Second, "sharded mode: how long one replica is cut off from the platform API server (0 skips the partition)")
+	flag.IntVar(&sc.Moved, "sharded-moved", 10, "sharded mode: in each hand-over, Kros of the leaving replica whose chart pull secret copy is deleted and timed until it is back")
 	flag.StringVar(&pflags, "provider-flags", "", "space-separated flags added to the provider's run, e.g. \"--max-concurrent-reconciles=20\"")
 	flag.IntVar(&cfg.FluxControlPlanes, "flux-controlplanes", 2, "N in flux mode: kwok ControlPlanes, each with its Kro")
 	flag.StringVar(&cfg.WorkDir, "work-dir", ".cache/bench", "folder for the provider binary, kubeconfigs and logs")
@@ -61,16 +69,7 @@ func run() error {
 	flag.BoolVar(&render, "render-only", false, "measure nothing: read -out-json and write the markdown and plots again")
 	flag.Parse()
 	if render {
-		b, err := os.ReadFile(outJSON)
-		if err != nil {
-			return err
-		}
-		res := &bench.Results{}
-		if err := json.Unmarshal(b, res); err != nil {
-			return fmt.Errorf("reading %s: %w", outJSON, err)
-		}
-		res.Targets = bench.Evaluate(res)
-		return write(res, outJSON, outMD)
+		return renderOnly(outJSON, outMD)
 	}
 	cfg.ProviderFlags = strings.Fields(pflags)
 	for f := range strings.SplitSeq(steps, ",") {
@@ -89,17 +88,11 @@ func run() error {
 	ctx, cancelTimeout := context.WithTimeout(ctx, timeout)
 	defer cancelTimeout()
 
-	var runProvider, runFlux bool
-	for m := range strings.SplitSeq(modes, ",") {
-		switch strings.TrimSpace(m) {
-		case "provider":
-			runProvider = true
-		case "flux":
-			runFlux = true
-		default:
-			return fmt.Errorf("-modes: unknown mode %q (provider, flux)", m)
-		}
+	runProvider, runFlux, runShards, err := parseModes(modes)
+	if err != nil {
+		return err
 	}
+	runShards = runShards && sc.Replicas > 0
 	previous := &bench.Results{}
 	if b, err := os.ReadFile(outJSON); err == nil {
 		if err := json.Unmarshal(b, previous); err != nil {
@@ -112,9 +105,9 @@ func run() error {
 		if err != nil {
 			return failed(r, err, cfg.WorkDir)
 		}
-		r.Flux = previous.Flux
+		r.Flux, r.Sharded = previous.Flux, previous.Sharded
 		res = r
-	} else if res.Mode == "" {
+	} else if res.Mode == "" && !runShards {
 		return fmt.Errorf("%s holds no provider-mode results to keep; run with -modes provider,flux", outJSON)
 	}
 	if runFlux {
@@ -126,8 +119,57 @@ func run() error {
 		}
 		res.Flux = r
 	}
+	if runShards {
+		if res.Sharded, err = runSharded(ctx, cfg, sc); err != nil {
+			return err
+		}
+	}
 	res.Targets = bench.Evaluate(res)
 	return write(res, outJSON, outMD)
+}
+
+// renderOnly writes the markdown and plots of the results in outJSON again.
+func renderOnly(outJSON, outMD string) error {
+	b, err := os.ReadFile(outJSON)
+	if err != nil {
+		return err
+	}
+	res := &bench.Results{}
+	if err := json.Unmarshal(b, res); err != nil {
+		return fmt.Errorf("reading %s: %w", outJSON, err)
+	}
+	res.Targets = bench.Evaluate(res)
+	if res.Sharded != nil {
+		res.Sharded.Targets = bench.EvaluateSharded(res.Sharded)
+	}
+	return write(res, outJSON, outMD)
+}
+
+// parseModes reads -modes.
+func parseModes(modes string) (provider, flux, sharded bool, err error) {
+	for m := range strings.SplitSeq(modes, ",") {
+		switch strings.TrimSpace(m) {
+		case "provider":
+			provider = true
+		case "flux":
+			flux = true
+		case "sharded":
+			sharded = true
+		default:
+			return false, false, false, fmt.Errorf("-modes: unknown mode %q (provider, flux, sharded)", m)
+		}
+	}
+	return provider, flux, sharded, nil
+}
+
+// runSharded measures sharded replicas in a work folder of their own.
+func runSharded(ctx context.Context, cfg bench.Config, sc bench.ShardedConfig) (*bench.ShardedResults, error) {
+	cfg.WorkDir = filepath.Join(cfg.WorkDir, "sharded")
+	r, err := bench.RunSharded(ctx, cfg, sc)
+	if err != nil {
+		return nil, failed(r, err, cfg.WorkDir)
+	}
+	return r, nil
 }
 
 // failed prints what a failed run measured so far and says where the logs are.
@@ -165,7 +207,11 @@ func write(res *bench.Results, outJSON, outMD string) error {
 		return err
 	}
 	fmt.Printf("wrote %s, %s and the plots\n\n", outJSON, outMD)
-	for _, t := range res.Targets {
+	targets := res.Targets
+	if res.Sharded != nil {
+		targets = append(slices.Clone(targets), res.Sharded.Targets...)
+	}
+	for _, t := range targets {
 		met := "met"
 		if !t.Met {
 			met = "MISSED"
