@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
@@ -119,6 +120,35 @@ func TestRolloutUpdatesOneKroAtATime(t *testing.T) {
 	for _, name := range []string{before, after} {
 		g.Expect(platform.Client.Get(context.Background(), client.ObjectKey{Namespace: podNamespace, Name: name}, &appsv1.ControllerRevision{})).To(Succeed())
 	}
+}
+
+// TestATenantsVersionChangeIsNotHeldBack: a Kro waiting for the rollout of its version's
+// new artifacts moves at once when its tenant picks another version.
+func TestATenantsVersionChangeIsNotHeldBack(t *testing.T) {
+	g := withClusters(t)
+	kros, v := rolloutKros(t, g)
+	setRollout(t, g, &v1alpha1.RolloutPolicy{MaxUnavailable: ptr.To(intstr.FromInt32(1))})
+	before, err := revisionName(providerName, &v)
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, k := range kros {
+		g.Eventually(func(g Gomega) { g.Expect(getKro(g, k).Status.Revision).To(Equal(before)) }, timeout, interval).Should(Succeed())
+	}
+	v.HelmValues = &apiextensionsv1.JSON{Raw: []byte(`{"config":{"logLevel":"debug"}}`)}
+	offerVersion(g, v)
+	last := kros[2]
+	eventuallyCondition(g, last, v1alpha1.ConditionVersionResolved, metav1.ConditionTrue, v1alpha1.ReasonRolloutPending)
+
+	other := v1alpha1.KroVersion{Version: uniq("v-other"), ChartVersion: "0.9.4"}
+	offerVersion(g, other)
+	t.Cleanup(func() { withdrawVersion(NewWithT(t), other.Version) })
+	g.Expect(onboarding.Client.Patch(context.Background(), last,
+		client.RawPatch(types.MergePatchType, []byte(`{"spec":{"version":"`+other.Version+`"}}`)))).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(getOCIRepository(g, last).Spec.Reference.Tag).To(Equal("0.9.4"))
+		g.Expect(valuesOf(g, last)).To(BeEmpty())
+	}, timeout, interval).Should(Succeed())
+	eventuallyCondition(g, last, v1alpha1.ConditionVersionResolved, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess)
+	g.Expect(kroNames(versionStatus(g, v.Version).Updating)).NotTo(ContainElement(client.ObjectKeyFromObject(last).String()))
 }
 
 // TestWithoutRolloutEveryKroChangesAtOnce: no policy, no change of behaviour.
