@@ -76,23 +76,31 @@ func rolloutKros(t *testing.T, g Gomega) ([]*v1alpha1.Kro, v1alpha1.KroVersion) 
 	return kros, v
 }
 
-// TestRolloutUpdatesOneKroAtATime changes a version's helmValues under maxUnavailable 1:
-// one HelmRelease changes, the others keep the old values and say why, and each next
-// one follows only once the one before is Ready with the new revision.
-func TestRolloutUpdatesOneKroAtATime(t *testing.T) {
-	g := withClusters(t)
-	kros, v := rolloutKros(t, g)
+// changeUnderRollout makes three Kros Ready on a fresh version, sets a rollout policy of
+// maxUnavailable 1, waits until each Kro reports the version's revision, and changes the
+// version's helmValues. It returns the Kros, the changed version and both revisions.
+func changeUnderRollout(t *testing.T, g Gomega) (kros []*v1alpha1.Kro, v v1alpha1.KroVersion, before, after string) {
+	t.Helper()
+	kros, v = rolloutKros(t, g)
 	setRollout(t, g, &v1alpha1.RolloutPolicy{MaxUnavailable: ptr.To(intstr.FromInt32(1))})
 	before, err := revisionName(providerName, &v)
 	g.Expect(err).NotTo(HaveOccurred())
 	for _, k := range kros {
 		g.Eventually(func(g Gomega) { g.Expect(getKro(g, k).Status.Revision).To(Equal(before)) }, timeout, interval).Should(Succeed())
 	}
-
 	v.HelmValues = &apiextensionsv1.JSON{Raw: []byte(`{"config":{"logLevel":"debug"}}`)}
 	offerVersion(g, v)
-	after, err := revisionName(providerName, &v)
+	after, err = revisionName(providerName, &v)
 	g.Expect(err).NotTo(HaveOccurred())
+	return kros, v, before, after
+}
+
+// TestRolloutUpdatesOneKroAtATime changes a version's helmValues under maxUnavailable 1:
+// one HelmRelease changes, the others keep the old values and say why, and each next
+// one follows only once the one before is Ready with the new revision.
+func TestRolloutUpdatesOneKroAtATime(t *testing.T) {
+	g := withClusters(t)
+	kros, v, before, after := changeUnderRollout(t, g)
 	for i, k := range kros {
 		g.Eventually(func(g Gomega) {
 			vs := versionStatus(g, v.Version)
@@ -126,15 +134,7 @@ func TestRolloutUpdatesOneKroAtATime(t *testing.T) {
 // new artifacts moves at once when its tenant picks another version.
 func TestATenantsVersionChangeIsNotHeldBack(t *testing.T) {
 	g := withClusters(t)
-	kros, v := rolloutKros(t, g)
-	setRollout(t, g, &v1alpha1.RolloutPolicy{MaxUnavailable: ptr.To(intstr.FromInt32(1))})
-	before, err := revisionName(providerName, &v)
-	g.Expect(err).NotTo(HaveOccurred())
-	for _, k := range kros {
-		g.Eventually(func(g Gomega) { g.Expect(getKro(g, k).Status.Revision).To(Equal(before)) }, timeout, interval).Should(Succeed())
-	}
-	v.HelmValues = &apiextensionsv1.JSON{Raw: []byte(`{"config":{"logLevel":"debug"}}`)}
-	offerVersion(g, v)
+	kros, v, _, _ := changeUnderRollout(t, g)
 	last := kros[2]
 	eventuallyCondition(g, last, v1alpha1.ConditionVersionResolved, metav1.ConditionTrue, v1alpha1.ReasonRolloutPending)
 
