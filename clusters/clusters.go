@@ -8,9 +8,10 @@ import (
 	"fmt"
 	"os"
 
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/openmcp-project/service-provider-kro/providers/controlplane"
 )
 
 // The kinds of cluster, as named by the openmcp.cloud/cluster label on CRDs.
@@ -68,12 +69,5 @@ func Ping(cfg *rest.Config) error {
 
 // PingContext is Ping bounded by ctx.
 func PingContext(ctx context.Context, cfg *rest.Config) error {
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("connecting to %s: %w", cfg.Host, err)
-	}
-	if err := dc.RESTClient().Get().AbsPath("/version").Do(ctx).Error(); err != nil {
-		return fmt.Errorf("connecting to %s: %w", cfg.Host, err)
-	}
-	return nil
+	return controlplane.Ping(ctx, cfg)
 }

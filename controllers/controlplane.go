@@ -198,7 +198,7 @@ func (c *engagedControlPlanes) Access(ctx context.Context, kro *v1alpha1.Kro) (*
 	if err != nil {
 		return nil, err
 	}
-	name := clusters.ClusterName(client.ObjectKeyFromObject(kro))
+	name := controlplane.ClusterName(client.ObjectKeyFromObject(kro))
 	secret, kubeconfig, err := c.kubeconfig(ctx, kro, tenantNamespace)
 	if na, ok := asNotAvailable(err); ok && (na.Gone || na.Missing) {
 		c.provider.Remove(ctx, name)
@@ -261,11 +261,11 @@ func (c *engagedControlPlanes) Access(ctx context.Context, kro *v1alpha1.Kro) (*
 }
 
 func (c *engagedControlPlanes) Disengage(ctx context.Context, kro types.NamespacedName) {
-	c.provider.Remove(ctx, clusters.ClusterName(kro))
+	c.provider.Remove(ctx, controlplane.ClusterName(kro))
 }
 
 func (c *engagedControlPlanes) Release(ctx context.Context, kro *v1alpha1.Kro) error {
-	c.provider.Remove(ctx, clusters.ClusterName(client.ObjectKeyFromObject(kro)))
+	c.provider.Remove(ctx, controlplane.ClusterName(client.ObjectKeyFromObject(kro)))
 	if c.mode != AccessOpenMCP {
 		return nil
 	}

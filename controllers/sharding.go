@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
-	"github.com/openmcp-project/service-provider-kro/clusters"
+	"github.com/openmcp-project/service-provider-kro/providers/controlplane"
 	"github.com/openmcp-project/service-provider-kro/providers/sharding"
 )
 
@@ -27,7 +27,7 @@ func owns(shard *sharding.Membership, kro types.NamespacedName) bool {
 }
 
 // shardKey is what the owner of a Kro is computed from: its ControlPlane's cluster name.
-func shardKey(kro types.NamespacedName) string { return string(clusters.ClusterName(kro)) }
+func shardKey(kro types.NamespacedName) string { return string(controlplane.ClusterName(kro)) }
 
 // shardChanges enqueues the Kros whose owner changed as this replica sees the members:
 // the ones it takes over are reconciled and engaged, the ones it hands over disengaged.

@@ -20,8 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
-
-	"github.com/openmcp-project/service-provider-kro/clusters"
 )
 
 // KindWatch says whether the watched kind (EventsOptions.Kind) is being watched on a
@@ -105,7 +103,7 @@ func (e *Events) Start(ctx context.Context) error {
 
 // Notify enqueues the object of a ControlPlane, for example when its engagement changed.
 func (e *Events) Notify(name multicluster.ClusterName) {
-	if key, ok := clusters.ControlPlane(name); ok {
+	if key, ok := ControlPlane(name); ok {
 		e.send(key)
 	}
 }
@@ -136,7 +134,7 @@ func (e *Events) KindWatch(name multicluster.ClusterName, cl cluster.Cluster) Ki
 // returns; the watch of the kind starts in the background once its CRD exists. Everything
 // ends with ctx.
 func (e *Events) Engage(ctx context.Context, name multicluster.ClusterName, cl cluster.Cluster) error {
-	key, ok := clusters.ControlPlane(name)
+	key, ok := ControlPlane(name)
 	if !ok {
 		return fmt.Errorf("cluster name %q does not name a ControlPlane", name)
 	}
@@ -144,7 +142,7 @@ func (e *Events) Engage(ctx context.Context, name multicluster.ClusterName, cl c
 	defer cancel()
 	inf, err := cl.GetCache().GetInformer(syncCtx, &corev1.Secret{})
 	if err != nil {
-		return fmt.Errorf("watching secrets in %s: %w", clusters.KroNamespace, err)
+		return fmt.Errorf("watching the provider's secrets: %w", err)
 	}
 	if _, err := inf.AddEventHandler(e.handler(key)); err != nil {
 		return err

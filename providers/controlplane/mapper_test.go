@@ -29,6 +29,7 @@ func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // map without a request, exactly as the API server's discovery maps them; other kinds
 // are discovered.
 func TestRESTMapperKnowsTheProvidersKinds(t *testing.T) {
+	withProvider(t)
 	g := NewWithT(t)
 	hc, err := rest.HTTPClientFor(cpA.Config) // cpA has kro's CRDs
 	g.Expect(err).NotTo(HaveOccurred())

@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
-	"github.com/openmcp-project/service-provider-kro/clusters"
 	"github.com/openmcp-project/service-provider-kro/providers/controlplane"
 )
 
@@ -19,6 +18,7 @@ import (
 // its own cache, all served by one API server with kro's CRD) and reports the heap they
 // hold, per ControlPlane. Run: go test ./providers/controlplane -run '^$' -bench Memory
 func BenchmarkEngagedControlPlaneMemory(b *testing.B) {
+	withProvider(b)
 	for _, n := range []int{10, 50} {
 		b.Run(fmt.Sprintf("controlplanes=%d", n), func(b *testing.B) {
 			for range b.N {
@@ -42,7 +42,7 @@ func engageAndMeasure(b *testing.B, n int) float64 {
 	g := NewWithT(b)
 	names := make([]multicluster.ClusterName, n)
 	for i := range names {
-		names[i] = clusters.ClusterName(types.NamespacedName{Namespace: "bench", Name: fmt.Sprintf("cp-%d", i)})
+		names[i] = controlplane.ClusterName(types.NamespacedName{Namespace: "bench", Name: fmt.Sprintf("cp-%d", i)})
 	}
 	before := heapInUse()
 	for _, name := range names {

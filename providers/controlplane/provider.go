@@ -20,13 +20,12 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
-
-	"github.com/openmcp-project/service-provider-kro/clusters"
 )
 
 // Phase is where a ControlPlane's engagement stands.
@@ -352,7 +351,20 @@ func (p *Provider) probe(ctx context.Context, cfg *rest.Config) error {
 	defer cancel()
 	c := rest.CopyConfig(cfg)
 	c.Timeout = p.opts.ProbeTimeout
-	return clusters.PingContext(ctx, c)
+	return Ping(ctx, c)
+}
+
+// Ping asks the API server for its version, bounded by ctx: it fails when the server
+// cannot be reached or does not accept the credentials.
+func Ping(ctx context.Context, cfg *rest.Config) error {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("connecting to %s: %w", cfg.Host, err)
+	}
+	if err := dc.RESTClient().Get().AbsPath("/version").Do(ctx).Error(); err != nil {
+		return fmt.Errorf("connecting to %s: %w", cfg.Host, err)
+	}
+	return nil
 }
 
 // setState records a new state and tells OnChange when the phase or message changed.

@@ -46,8 +46,8 @@ var (
 	seen           = &requests{m: map[types.NamespacedName]int{}}
 	keyA           = types.NamespacedName{Namespace: "project-a", Name: "cp-a"}
 	keyB           = types.NamespacedName{Namespace: "project-b", Name: "cp-b"}
-	nameA          = clusters.ClusterName(keyA)
-	nameB          = clusters.ClusterName(keyB)
+	nameA          = controlplane.ClusterName(keyA)
+	nameB          = controlplane.ClusterName(keyB)
 )
 
 // requests counts the reconcile requests a controller fed by Events received.
@@ -69,16 +69,45 @@ func (r *requests) count(k types.NamespacedName) int {
 	return r.m[k]
 }
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
+// The clusters and the provider start with the first test that needs them (withProvider),
+// so that the pure tests of the package (backoff, mapper, names) run without an API server.
+var suite struct {
+	once   sync.Once
+	err    error
+	cancel context.CancelFunc
+	done   chan error
+	cs     []*testenv.Cluster
+}
 
-func run(m *testing.M) int {
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if suite.cancel != nil {
+		suite.cancel()
+		if err := <-suite.done; err != nil {
+			fmt.Fprintln(os.Stderr, "manager:", err)
+			code = 1
+		}
+		testenv.StopClusters(suite.cs...)
+	}
+	os.Exit(code)
+}
+
+// withProvider starts the clusters and the provider on first use.
+func withProvider(tb testing.TB) {
+	tb.Helper()
+	suite.once.Do(func() { suite.err = startProvider() })
+	if suite.err != nil {
+		tb.Fatalf("starting the clusters and the provider: %v", suite.err)
+	}
+}
+
+func startProvider() error {
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	suite.cancel = cancel
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true)))
 	kroCRDs, err := testenv.KroCRDDir(ctx)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
 	cs, err := testenv.StartClusters(ctx,
 		testenv.ClusterOptions{Name: "host"},
@@ -86,15 +115,13 @@ func run(m *testing.M) int {
 		testenv.ClusterOptions{Name: "cp-b"}, // kro not installed yet
 	)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
-	defer testenv.StopClusters(cs...)
+	suite.cs = cs
 	host, cpA, cpB = cs[0], cs[1], cs[2]
 	for _, c := range []*testenv.Cluster{cpA, cpB} {
 		if err := c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: clusters.KroNamespace}}); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
+			return err
 		}
 	}
 
@@ -107,7 +134,7 @@ func run(m *testing.M) int {
 		KindCRD: "resourcegraphdefinitions.kro.run",
 	})
 	provider = controlplane.New(controlplane.Options{
-		ClusterOptions: []cluster.Option{controlplane.ClusterOptions(labels.SelectorFromSet(labels.Set{ownLabel: "true"}), rgdKind)},
+		ClusterOptions: []cluster.Option{controlplane.ClusterOptions(clusters.Scheme, clusters.KroNamespace, labels.SelectorFromSet(labels.Set{ownLabel: "true"}), rgdKind)},
 		ProbeInterval:  300 * time.Millisecond,
 		ProbeTimeout:   time.Second,
 		MinBackoff:     200 * time.Millisecond,
@@ -126,18 +153,11 @@ func run(m *testing.M) int {
 		err = ctrl.NewControllerManagedBy(mgr.GetLocalManager()).Named("test").WatchesRawSource(events.Source()).Complete(seen)
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
-	done := make(chan error)
-	go func() { done <- mgr.Start(ctx) }()
-	code := m.Run()
-	cancel()
-	if err := <-done; err != nil {
-		fmt.Fprintln(os.Stderr, "manager:", err)
-		return 1
-	}
-	return code
+	suite.done = make(chan error, 1)
+	go func() { suite.done <- mgr.Start(ctx) }()
+	return nil
 }
 
 func engaged(g Gomega, name multicluster.ClusterName) cluster.Cluster {
@@ -170,6 +190,7 @@ func eventually(g Gomega, f any) AsyncAssertion {
 }
 
 func TestEngagementAndWatches(t *testing.T) {
+	withProvider(t)
 	g := NewWithT(t)
 	ctx := context.Background()
 
@@ -253,10 +274,11 @@ func TestEngagementAndWatches(t *testing.T) {
 }
 
 func TestKubeconfigRotationWithRevokedToken(t *testing.T) {
+	withProvider(t)
 	g := NewWithT(t)
 	ctx := context.Background()
 	key := types.NamespacedName{Namespace: "project-r", Name: "rotating"}
-	name := clusters.ClusterName(key)
+	name := controlplane.ClusterName(key)
 	t.Cleanup(func() { provider.Remove(context.Background(), name) })
 
 	first, err := cpA.TokenKubeconfig(ctx, "provider-1")
@@ -296,13 +318,14 @@ func TestKubeconfigRotationWithRevokedToken(t *testing.T) {
 }
 
 func TestBadAndUnreachableKubeconfigs(t *testing.T) {
+	withProvider(t)
 	g := NewWithT(t)
 	ctx := context.Background()
 
-	_, err := provider.Ensure(clusters.ClusterName(types.NamespacedName{Namespace: "x", Name: "garbage"}), []byte("not: [a kubeconfig"))
+	_, err := provider.Ensure(controlplane.ClusterName(types.NamespacedName{Namespace: "x", Name: "garbage"}), []byte("not: [a kubeconfig"))
 	g.Expect(err).To(MatchError(ContainSubstring("the kubeconfig cannot be parsed")))
 
-	name := clusters.ClusterName(types.NamespacedName{Namespace: "x", Name: "nowhere"})
+	name := controlplane.ClusterName(types.NamespacedName{Namespace: "x", Name: "nowhere"})
 	nowhere := regexp.MustCompile(`server: \S+`).ReplaceAll(cpA.Kubeconfig, []byte("server: https://127.0.0.1:1"))
 	state, err := provider.Ensure(name, nowhere)
 	g.Expect(err).NotTo(HaveOccurred(), "Ensure never waits for the ControlPlane")
@@ -345,6 +368,7 @@ func runningInformers() int {
 // through its cluster work; before, a reconcile right after a restart could meet "the
 // cache is not started". Several engagements, each read at once.
 func TestEngagedMeansTheCacheReads(t *testing.T) {
+	withProvider(t)
 	g := NewWithT(t)
 	ctx := context.Background()
 	for i := range 8 {

@@ -22,7 +22,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
-	"github.com/openmcp-project/service-provider-kro/clusters"
+	"github.com/openmcp-project/service-provider-kro/providers/controlplane"
 	"github.com/openmcp-project/service-provider-kro/providers/sharding"
 	"github.com/openmcp-project/service-provider-kro/test/e2e/env"
 )
@@ -164,7 +164,7 @@ func shardedControlPlanes(members []string) []env.ControlPlaneRef {
 	found := 0
 	for i := 0; found < len(members); i++ {
 		ref := env.ControlPlaneRef{Name: fmt.Sprintf("shard-%d", i), Namespace: fmt.Sprintf("sharded-%d", i)}
-		owner := sharding.Owner(string(clusters.ClusterName(types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name})), members)
+		owner := sharding.Owner(string(controlplane.ClusterName(types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name})), members)
 		for j, m := range members {
 			if owner == m && refs[j].Name == "" {
 				refs[j] = ref
