@@ -113,6 +113,12 @@ type harness struct {
 	pullSecretData func(nonce string) map[string][]byte
 	// e2e is the real-Flux environment (flux mode only).
 	e2e *testenv.E2E
+	// helmUpgrade is how long the harness, playing helm-controller, takes to upgrade a
+	// release whose spec changed (0: it marks it Ready at once, as it does an install);
+	// upgrades are the upgrades under way (rollout_flux.go).
+	helmUpgrade time.Duration
+	upgrades    map[string]upgradeState
+	upgraded    int
 }
 
 func (h *harness) logf(format string, args ...any) {
@@ -164,7 +170,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 func newHarness(cfg Config) *harness {
 	return &harness{
 		cfg: cfg, tr: newTracker(), fluxQueue: make(chan client.Object, 100000), fluxQueued: map[string]bool{},
-		chartURL: defaultChartURL,
+		chartURL: defaultChartURL, upgrades: map[string]upgradeState{},
 		pullSecretData: func(nonce string) map[string][]byte {
 			return map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"registry.example.com":{"auth":"` + nonce + `"}}}`)}
 		},

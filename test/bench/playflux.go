@@ -47,6 +47,13 @@ func (h *harness) fluxWorker(ctx context.Context) {
 			h.fluxMu.Lock()
 			delete(h.fluxQueued, key)
 			h.fluxMu.Unlock()
+			if hr, ok := obj.(*helmv2.HelmRelease); ok && h.helmUpgrade > 0 {
+				fresh, due := h.upgradeDue(ctx, hr)
+				if !due {
+					continue
+				}
+				obj = fresh
+			}
 			h.setFluxReady(ctx, obj)
 		}
 	}

@@ -283,6 +283,9 @@ func Markdown(r *Results, latencySVG, memorySVG string) string {
 	if r.Sharded != nil {
 		shardedMarkdown(p, r.Sharded)
 	}
+	if r.Rollout != nil {
+		rolloutMarkdown(p, r.Rollout)
+	}
 	p("")
 	p("## Method")
 	p("")

@@ -48,6 +48,9 @@ type Results struct {
 	// Sharded is the run of several replicas with --sharding, when there was one.
 	Sharded *ShardedResults `json:"sharded,omitempty"`
 
+	// Rollout is the run of a ProviderConfig change rolled out to the Kros, when there was one.
+	Rollout *RolloutResults `json:"rollout,omitempty"`
+
 	Targets []Target `json:"targets"`
 }
 

@@ -4,6 +4,7 @@
 //	go run ./test/bench/cmd/bench                 # both modes, the defaults (go tool task bench)
 //	go run ./test/bench/cmd/bench -modes flux     # real Flux only; keeps the provider-mode results
 //	go run ./test/bench/cmd/bench -modes sharded  # sharded replicas only; keeps the other results
+//	go run ./test/bench/cmd/bench -modes rollout  # a ProviderConfig change rolled out; keeps the other results
 //	go run ./test/bench/cmd/bench -steps 3 ...    # a tiny run (go tool task bench-smoke)
 package main
 
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/openmcp-project/service-provider-kro/test/bench"
@@ -46,6 +48,8 @@ func run() error {
 		modes   string
 		pflags  string
 		sc      bench.ShardedConfig
+		rc      bench.RolloutConfig
+		rollMU  string
 	)
 	flag.StringVar(&steps, "steps", "10,50,100", "numbers N of ControlPlanes (on shared API servers) after each burst, ascending")
 	flag.IntVar(&cfg.SharedAPIServers, "shared-apiservers", 2, "API servers that serve the N ControlPlanes, each ControlPlane with its own credentials")
@@ -54,12 +58,16 @@ func run() error {
 	flag.IntVar(&cfg.Concurrency, "concurrency", 20, "creates the harness has in flight")
 	flag.IntVar(&cfg.Repeats, "repeats", 5, "repeats of the secret and RGD measurements")
 	flag.DurationVar(&cfg.IdleWindow, "idle", time.Minute, "how long the steady state is watched")
-	flag.StringVar(&modes, "modes", "provider,flux,sharded", "provider: the harness plays Flux by setting the Flux objects' status, at large N; flux: real source- and helm-controller install kro's real chart on kwok ControlPlanes, at small N; sharded: several replicas with --sharding in provider mode (killed, stopped, cut off). A mode left out keeps its results from -out-json")
+	flag.StringVar(&modes, "modes", "provider,flux,sharded,rollout", "provider: the harness plays Flux by setting the Flux objects' status, at large N; flux: real source- and helm-controller install kro's real chart on kwok ControlPlanes, at small N; sharded: several replicas with --sharding in provider mode (killed, stopped, cut off); rollout: a version's helmValues changed without and with spec.rollout in provider mode. A mode left out keeps its results from -out-json")
 	flag.IntVar(&sc.Replicas, "sharded-replicas", 3, "sharded mode: replicas with --sharding (0 skips the sharded mode)")
 	flag.IntVar(&sc.Kros, "sharded-kros", 300, "sharded mode: Kros, each on a ControlPlane of its own on the shared API servers")
 	flag.DurationVar(&sc.LeaseDuration, "sharded-lease", 15*time.Second, "sharded mode: --shard-lease-duration")
 	flag.DurationVar(&sc.Partition, "sharded-partition", 25*time.Second, "sharded mode: how long one replica is cut off from the platform API server (0 skips the partition)")
 	flag.IntVar(&sc.Moved, "sharded-moved", 10, "sharded mode: in each hand-over, Kros of the leaving replica whose chart pull secret copy is deleted and timed until it is back")
+	flag.IntVar(&rc.Kros, "rollout-kros", 100, "rollout mode: Kros on the version whose helmValues change (0 skips the rollout mode)")
+	flag.StringVar(&rollMU, "rollout-max-unavailable", "10%", "rollout mode: spec.rollout.maxUnavailable of the second change, a number or a percentage")
+	flag.IntVar(&rc.OneKros, "rollout-one-kros", 20, "rollout mode: Kros on a version of their own whose helmValues change under maxUnavailable 1 (0 skips)")
+	flag.DurationVar(&rc.HelmUpgrade, "rollout-helm-upgrade", 2*time.Second, "rollout mode: how long the harness, playing helm-controller, takes to upgrade a HelmRelease whose values changed")
 	flag.StringVar(&pflags, "provider-flags", "", "space-separated flags added to the provider's run, e.g. \"--max-concurrent-reconciles=20\"")
 	flag.IntVar(&cfg.FluxControlPlanes, "flux-controlplanes", 2, "N in flux mode: kwok ControlPlanes, each with its Kro")
 	flag.StringVar(&cfg.WorkDir, "work-dir", ".cache/bench", "folder for the provider binary, kubeconfigs and logs")
@@ -88,16 +96,13 @@ func run() error {
 	ctx, cancelTimeout := context.WithTimeout(ctx, timeout)
 	defer cancelTimeout()
 
-	runProvider, runFlux, runShards, err := parseModes(modes)
+	runProvider, runFlux, runShards, runRollout, err := selectModes(modes, sc, &rc, rollMU)
 	if err != nil {
 		return err
 	}
-	runShards = runShards && sc.Replicas > 0
-	previous := &bench.Results{}
-	if b, err := os.ReadFile(outJSON); err == nil {
-		if err := json.Unmarshal(b, previous); err != nil {
-			return fmt.Errorf("reading %s: %w", outJSON, err)
-		}
+	previous, err := readPrevious(outJSON)
+	if err != nil {
+		return err
 	}
 	res := previous
 	if runProvider {
@@ -105,9 +110,9 @@ func run() error {
 		if err != nil {
 			return failed(r, err, cfg.WorkDir)
 		}
-		r.Flux, r.Sharded = previous.Flux, previous.Sharded
+		r.Flux, r.Sharded, r.Rollout = previous.Flux, previous.Sharded, previous.Rollout
 		res = r
-	} else if res.Mode == "" && !runShards {
+	} else if res.Mode == "" && !runShards && !runRollout {
 		return fmt.Errorf("%s holds no provider-mode results to keep; run with -modes provider,flux", outJSON)
 	}
 	if runFlux {
@@ -121,6 +126,11 @@ func run() error {
 	}
 	if runShards {
 		if res.Sharded, err = runSharded(ctx, cfg, sc); err != nil {
+			return err
+		}
+	}
+	if runRollout {
+		if res.Rollout, err = runRollouts(ctx, cfg, rc); err != nil {
 			return err
 		}
 	}
@@ -142,11 +152,14 @@ func renderOnly(outJSON, outMD string) error {
 	if res.Sharded != nil {
 		res.Sharded.Targets = bench.EvaluateSharded(res.Sharded)
 	}
+	if res.Rollout != nil {
+		res.Rollout.Targets = bench.EvaluateRollout(res.Rollout)
+	}
 	return write(res, outJSON, outMD)
 }
 
 // parseModes reads -modes.
-func parseModes(modes string) (provider, flux, sharded bool, err error) {
+func parseModes(modes string) (provider, flux, sharded, rollout bool, err error) {
 	for m := range strings.SplitSeq(modes, ",") {
 		switch strings.TrimSpace(m) {
 		case "provider":
@@ -155,17 +168,65 @@ func parseModes(modes string) (provider, flux, sharded bool, err error) {
 			flux = true
 		case "sharded":
 			sharded = true
+		case "rollout":
+			rollout = true
 		default:
-			return false, false, false, fmt.Errorf("-modes: unknown mode %q (provider, flux, sharded)", m)
+			return false, false, false, false, fmt.Errorf("-modes: unknown mode %q (provider, flux, sharded, rollout)", m)
 		}
 	}
-	return provider, flux, sharded, nil
+	return provider, flux, sharded, rollout, nil
 }
 
 // runSharded measures sharded replicas in a work folder of their own.
 func runSharded(ctx context.Context, cfg bench.Config, sc bench.ShardedConfig) (*bench.ShardedResults, error) {
 	cfg.WorkDir = filepath.Join(cfg.WorkDir, "sharded")
 	r, err := bench.RunSharded(ctx, cfg, sc)
+	if err != nil {
+		return nil, failed(r, err, cfg.WorkDir)
+	}
+	return r, nil
+}
+
+// selectModes reads -modes and leaves out the modes their flags switch off (no sharded
+// replicas, no rollout Kros); it reads -rollout-max-unavailable into rc.
+func selectModes(modes string, sc bench.ShardedConfig, rc *bench.RolloutConfig, maxUnavailable string) (provider, flux, sharded, rollout bool, err error) {
+	if provider, flux, sharded, rollout, err = parseModes(modes); err != nil {
+		return false, false, false, false, err
+	}
+	sharded = sharded && sc.Replicas > 0
+	rollout = rollout && rc.Kros > 0
+	if rollout {
+		if rc.MaxUnavailable, err = parseMaxUnavailable(maxUnavailable); err != nil {
+			return false, false, false, false, err
+		}
+	}
+	return provider, flux, sharded, rollout, nil
+}
+
+// readPrevious reads the results a run merges into; none when the file is not there.
+func readPrevious(outJSON string) (*bench.Results, error) {
+	previous := &bench.Results{}
+	if b, err := os.ReadFile(outJSON); err == nil {
+		if err := json.Unmarshal(b, previous); err != nil {
+			return nil, fmt.Errorf("reading %s: %w", outJSON, err)
+		}
+	}
+	return previous, nil
+}
+
+// parseMaxUnavailable reads -rollout-max-unavailable: a number or a percentage.
+func parseMaxUnavailable(s string) (intstr.IntOrString, error) {
+	v := intstr.Parse(s)
+	if n, err := intstr.GetScaledValueFromIntOrPercent(&v, 100, false); err != nil || n < 1 {
+		return v, fmt.Errorf("-rollout-max-unavailable: %q is neither a number ≥ 1 nor a percentage of 1%% to 100%%", s)
+	}
+	return v, nil
+}
+
+// runRollouts measures the rollout of ProviderConfig changes in a work folder of its own.
+func runRollouts(ctx context.Context, cfg bench.Config, rc bench.RolloutConfig) (*bench.RolloutResults, error) {
+	cfg.WorkDir = filepath.Join(cfg.WorkDir, "rollout")
+	r, err := bench.RunRollout(ctx, cfg, rc)
 	if err != nil {
 		return nil, failed(r, err, cfg.WorkDir)
 	}
@@ -210,6 +271,9 @@ func write(res *bench.Results, outJSON, outMD string) error {
 	targets := res.Targets
 	if res.Sharded != nil {
 		targets = append(slices.Clone(targets), res.Sharded.Targets...)
+	}
+	if res.Rollout != nil {
+		targets = append(slices.Clone(targets), res.Rollout.Targets...)
 	}
 	for _, t := range targets {
 		met := "met"

@@ -1,0 +1,93 @@
+package bench
+
+import (
+	"testing"
+	"time"
+
+	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+)
+
+func TestMostAtOnce(t *testing.T) {
+	at := func(ms int) time.Time { return time.Unix(1000, 0).Add(time.Duration(ms) * time.Millisecond) }
+	for _, c := range []struct {
+		name  string
+		spans []span
+		want  int
+	}{
+		{"none", nil, 0},
+		{"one", []span{{at(0), at(10)}}, 1},
+		{"all at once", []span{{at(0), at(10)}, {at(1), at(11)}, {at(2), at(12)}}, 3},
+		{"one after the other", []span{{at(0), at(10)}, {at(10), at(20)}, {at(20), at(30)}}, 1},
+		{"two at a time", []span{{at(0), at(10)}, {at(5), at(15)}, {at(10), at(20)}, {at(15), at(25)}}, 2},
+	} {
+		if got := mostAtOnce(c.spans); got != c.want {
+			t.Errorf("%s: mostAtOnce = %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+// TestRolloutAnalyze: three Kros admitted two at a time; the third's HelmRelease changes
+// only after the status admitted it.
+func TestRolloutAnalyze(t *testing.T) {
+	start := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return start.Add(time.Duration(ms) * time.Millisecond) }
+	refs := []*kroRef{{name: "cp-1", tenant: "t1"}, {name: "cp-2", tenant: "t2"}, {name: "cp-3", tenant: "t3"}}
+	member := func(name string) v1alpha1.RolloutMember {
+		return v1alpha1.RolloutMember{Kro: kroNamespace + "/" + name}
+	}
+	vs := func(rollout v1alpha1.RolloutPhase, updated int32, updating ...string) v1alpha1.VersionStatus {
+		v := v1alpha1.VersionStatus{Version: versionShared, Kros: 3, Revision: "new", Updated: updated, Rollout: rollout}
+		for _, u := range updating {
+			v.Updating = append(v.Updating, member(u))
+		}
+		return v
+	}
+	s := rolloutSnapshot{
+		version: versionShared, oldRev: "old",
+		hrChanged:     map[string]seenAt{"t1": {at(100), 11}, "t2": {at(110), 12}, "t3": {at(2200), 21}},
+		hrReady:       map[string]time.Time{"t1": at(2000), "t2": at(2200), "t3": at(4200)},
+		hrSpecChanges: map[string]int{"t1": 1, "t2": 1, "t3": 1},
+		kroReady: map[string]map[string]time.Time{
+			"bench/cp-1": {"new": at(2100)}, "bench/cp-2": {"new": at(2300)}, "bench/cp-3": {"old": at(50), "new": at(4300)},
+		},
+		pc: []pcSeen{
+			{at(50), 10, vs(v1alpha1.RolloutProgressing, 0, "cp-1", "cp-2")},
+			{at(2150), 20, vs(v1alpha1.RolloutProgressing, 1, "cp-2", "cp-3")},
+			{at(2350), 22, vs(v1alpha1.RolloutProgressing, 2, "cp-3")},
+			{at(4400), 30, vs(v1alpha1.RolloutComplete, 3)},
+		},
+		statusWrites: 4,
+	}
+	if done, why := s.finished(refs); !done {
+		t.Fatalf("not finished: %s", why)
+	}
+	r := RolloutRun{Kros: 3, Limit: 2}
+	s.analyze(&r, refs, start, true)
+	if r.MostUnavailable != 2 || r.MostAdmitted != 2 || r.ChangedBeforeAdmitted != 0 {
+		t.Errorf("most unavailable %d, admitted %d, changed before admitted %d; want 2, 2, 0", r.MostUnavailable, r.MostAdmitted, r.ChangedBeforeAdmitted)
+	}
+	if r.Upgrade.Count != 3 || r.Upgrade.Max != 2090 || r.ReadyToKroReady.Max != 100 {
+		t.Errorf("upgrade %+v, HelmRelease Ready → Kro Ready %+v; want 3 with max 2090 ms and 100 ms", r.Upgrade, r.ReadyToKroReady)
+	}
+	if r.SecondsToFirstChange != 0.1 || r.SecondsToAllUpdated != 4.3 || r.SecondsToComplete != 4.4 || r.HelmReleaseSpecChanges != 3 || r.StatusWrites != 4 {
+		t.Errorf("figures %+v", r)
+	}
+	// cp-3's HelmRelease changing before the status admitted it is counted.
+	s.hrChanged["t3"] = seenAt{at(2050), 19}
+	r = RolloutRun{Kros: 3, Limit: 2}
+	s.analyze(&r, refs, start, true)
+	if r.ChangedBeforeAdmitted != 1 || r.MostUnavailable != 3 {
+		t.Errorf("changed before admitted %d, most unavailable %d; want 1, 3", r.ChangedBeforeAdmitted, r.MostUnavailable)
+	}
+	res := &RolloutResults{Kros: 3, SharedAPIServers: 1, HelmUpgradeSeconds: 2, Runs: []RolloutRun{r}}
+	res.Targets = EvaluateRollout(res)
+	if len(res.Targets) != 1 || res.Targets[0].Met {
+		t.Errorf("targets %+v, want one missed", res.Targets)
+	}
+	rr := sample()
+	rr.Rollout = res
+	md := Markdown(rr, "l.svg", "m.svg")
+	for _, want := range []string{"## Rollout of a ProviderConfig change", "| 3 | **no** | 2 | 1 |", "-modes rollout -rollout-kros 3"} {
+		expectIn(t, "markdown with a rollout", md, want)
+	}
+}
