@@ -38,8 +38,53 @@ type rolloutPlan struct {
 func planRollout(policy *v1alpha1.RolloutPolicy, paused bool, vs v1alpha1.VersionStatus, prev *v1alpha1.VersionStatus, kros []v1alpha1.Kro, now time.Time) (rolloutPlan, error) {
 	p := rolloutPlan{VersionStatus: vs}
 	p.Updated, p.Updating, p.Failed, p.Message = 0, nil, nil, ""
+	slices.SortFunc(kros, func(a, b v1alpha1.Kro) int {
+		return strings.Compare(kroKey(&a), kroKey(&b))
+	})
+	timeout, threshold := rolloutLimits(policy)
+	pending := p.sortOut(policy != nil, prev, kros, timeout, now)
+	if policy == nil {
+		p.Rollout = v1alpha1.RolloutProgressing
+		if int(p.Updated) == len(kros) {
+			p.Rollout = v1alpha1.RolloutComplete
+		}
+		p.Message = fmt.Sprintf("%d of %d Kros run revision %s", p.Updated, len(kros), vs.Revision)
+		return p, nil
+	}
+	switch {
+	case len(p.Failed) >= threshold:
+		p.Rollout = v1alpha1.RolloutPaused
+		p.Message = fmt.Sprintf("paused: %d Kros failed with revision %s (failureThreshold %d): %s; fix or revert the version's artifacts to go on",
+			len(p.Failed), vs.Revision, threshold, memberList(p.Failed))
+		return p, nil
+	case paused:
+		p.Rollout = v1alpha1.RolloutPaused
+		p.Message = fmt.Sprintf("paused by the annotation %s on the ProviderConfig", v1alpha1.AnnotationRolloutPaused)
+		return p, nil
+	}
+	candidates, err := canariesFirst(policy.Canary, pending, p.Updating, kros)
+	if err != nil {
+		return p, err
+	}
+	p.admit(candidates, maxUnavailable(policy, len(kros)), timeout, now)
+	p.Rollout = v1alpha1.RolloutProgressing
+	if len(p.Updating) == 0 && len(p.Failed) == 0 && int(p.Updated) == len(kros) {
+		p.Rollout = v1alpha1.RolloutComplete
+	}
+	p.Message = fmt.Sprintf("%d of %d Kros run revision %s", p.Updated, len(kros), vs.Revision)
+	if len(p.Updating) > 0 {
+		p.Message += "; updating " + memberList(p.Updating)
+	}
+	return p, nil
+}
+
+// sortOut counts the Kros that run the revision healthily, carries the updating ones
+// over (or fails them) and keeps the failed ones, and returns the Kros waiting to be
+// admitted: those that run an older revision, when there is a policy to admit them.
+// Admissions to another revision than the version's current one are void.
+func (p *rolloutPlan) sortOut(throttled bool, prev *v1alpha1.VersionStatus, kros []v1alpha1.Kro, timeout time.Duration, now time.Time) []*v1alpha1.Kro {
 	updating, failed := map[string]v1alpha1.RolloutMember{}, map[string]v1alpha1.RolloutMember{}
-	if prev != nil && prev.Revision == vs.Revision { // admissions to another revision are void
+	if prev != nil && prev.Revision == p.Revision {
 		for _, m := range prev.Updating {
 			updating[m.Kro] = m
 		}
@@ -47,17 +92,12 @@ func planRollout(policy *v1alpha1.RolloutPolicy, paused bool, vs v1alpha1.Versio
 			failed[m.Kro] = m
 		}
 	}
-	slices.SortFunc(kros, func(a, b v1alpha1.Kro) int {
-		return strings.Compare(kroKey(&a), kroKey(&b))
-	})
-	timeout, threshold := rolloutLimits(policy)
 	var pending []*v1alpha1.Kro
 	for i := range kros {
 		k := &kros[i]
-		key := kroKey(k)
-		m, isUpdating := updating[key]
+		m, isUpdating := updating[kroKey(k)]
 		switch {
-		case runsHealthy(k, vs.Revision) && (!isUpdating || k.Status.ResourceGraphDefinitions == nil ||
+		case runsHealthy(k, p.Revision) && (!isUpdating || k.Status.ResourceGraphDefinitions == nil ||
 			k.Status.ResourceGraphDefinitions.Ready >= m.RGDsReady):
 			p.Updated++
 		case isUpdating:
@@ -67,69 +107,51 @@ func planRollout(policy *v1alpha1.RolloutPolicy, paused bool, vs v1alpha1.Versio
 				continue
 			}
 			p.Updating = append(p.Updating, m)
-			if left := timeout - now.Sub(m.Since.Time); p.recheckIn == 0 || left < p.recheckIn {
-				p.recheckIn = max(left, time.Second)
-			}
-		case failed[key].Kro != "":
-			p.Failed = append(p.Failed, failed[key])
-		case k.Status.Revision != "" && policy != nil:
+			p.recheck(max(timeout-now.Sub(m.Since.Time), time.Second))
+		case failed[kroKey(k)].Kro != "":
+			p.Failed = append(p.Failed, failed[kroKey(k)])
+		case k.Status.Revision != "" && throttled:
 			pending = append(pending, k)
 		}
 	}
-	if policy == nil {
-		p.Rollout = v1alpha1.RolloutProgressing
-		if int(p.Updated) == len(kros) {
-			p.Rollout = v1alpha1.RolloutComplete
+	return pending
+}
+
+// admit admits candidates, in order, while fewer than most are updating.
+func (p *rolloutPlan) admit(candidates []*v1alpha1.Kro, most int, timeout time.Duration, now time.Time) {
+	for _, k := range candidates {
+		if len(p.Updating) >= most {
+			return
 		}
-		p.Message = fmt.Sprintf("%d of %d Kros run revision %s", p.Updated, len(kros), vs.Revision)
-		return p, nil
+		m := v1alpha1.RolloutMember{Kro: kroKey(k), Since: metav1.NewTime(now)}
+		if r := k.Status.ResourceGraphDefinitions; r != nil {
+			m.RGDsReady = r.Ready
+		}
+		p.Updating = append(p.Updating, m)
+		p.recheck(timeout)
 	}
-	maxUnavailable, err := intstr.GetScaledValueFromIntOrPercent(policy.MaxUnavailable, len(kros), false)
+}
+
+// recheck asks to look again within d.
+func (p *rolloutPlan) recheck(d time.Duration) {
+	if p.recheckIn == 0 || d < p.recheckIn {
+		p.recheckIn = d
+	}
+}
+
+// maxUnavailable is the policy's maxUnavailable for a version with n Kros: at least 1,
+// at most 1000 (the length the status allows).
+func maxUnavailable(policy *v1alpha1.RolloutPolicy, n int) int {
+	most, err := intstr.GetScaledValueFromIntOrPercent(policy.MaxUnavailable, n, false)
 	if err != nil || policy.MaxUnavailable == nil {
-		maxUnavailable = 1
+		most = 1
 	}
-	maxUnavailable = min(max(maxUnavailable, 1), 1000)
-	switch {
-	case len(p.Failed) >= threshold:
-		p.Rollout = v1alpha1.RolloutPaused
-		p.Message = fmt.Sprintf("paused: %d Kros failed with revision %s (failureThreshold %d): %s; fix or revert the version's artifacts to go on",
-			len(p.Failed), vs.Revision, threshold, memberList(p.Failed))
-	case paused:
-		p.Rollout = v1alpha1.RolloutPaused
-		p.Message = fmt.Sprintf("paused by the annotation %s on the ProviderConfig", v1alpha1.AnnotationRolloutPaused)
-	default:
-		candidates, err := canariesFirst(policy.Canary, pending, p.Updating, kros, vs.Revision)
-		if err != nil {
-			return p, err
-		}
-		for _, k := range candidates {
-			if len(p.Updating) >= maxUnavailable {
-				break
-			}
-			m := v1alpha1.RolloutMember{Kro: kroKey(k), Since: metav1.NewTime(now)}
-			if r := k.Status.ResourceGraphDefinitions; r != nil {
-				m.RGDsReady = r.Ready
-			}
-			p.Updating = append(p.Updating, m)
-			if p.recheckIn == 0 || timeout < p.recheckIn {
-				p.recheckIn = timeout
-			}
-		}
-		p.Rollout = v1alpha1.RolloutProgressing
-		if len(p.Updating) == 0 && len(p.Failed) == 0 && int(p.Updated) == len(kros) {
-			p.Rollout = v1alpha1.RolloutComplete
-		}
-		p.Message = fmt.Sprintf("%d of %d Kros run revision %s", p.Updated, len(kros), vs.Revision)
-		if len(p.Updating) > 0 {
-			p.Message += "; updating " + memberList(p.Updating)
-		}
-	}
-	return p, nil
+	return min(max(most, 1), 1000)
 }
 
 // canariesFirst are the Kros to admit next, in order: while a canary is not yet healthy
 // with the revision, only canaries.
-func canariesFirst(sel *metav1.LabelSelector, pending []*v1alpha1.Kro, updating []v1alpha1.RolloutMember, kros []v1alpha1.Kro, revision string) ([]*v1alpha1.Kro, error) {
+func canariesFirst(sel *metav1.LabelSelector, pending []*v1alpha1.Kro, updating []v1alpha1.RolloutMember, kros []v1alpha1.Kro) ([]*v1alpha1.Kro, error) {
 	if sel == nil {
 		return pending, nil
 	}

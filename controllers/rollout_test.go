@@ -35,10 +35,6 @@ func rolloutKro(name, rev string, ready bool, labels ...string) v1alpha1.Kro {
 	return k
 }
 
-func member(name string, since time.Time) v1alpha1.RolloutMember {
-	return v1alpha1.RolloutMember{Kro: "ns/" + name, Since: metav1.NewTime(since)}
-}
-
 func kroNames(ms []v1alpha1.RolloutMember) []string {
 	out := []string{}
 	for _, m := range ms {

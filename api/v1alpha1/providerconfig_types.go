@@ -203,11 +203,11 @@ type VersionStatus struct {
 type RolloutPhase string
 
 const (
-	// RolloutComplete: every Kro on the version runs its current revision.
+	// RolloutComplete means that every Kro on the version runs its current revision.
 	RolloutComplete RolloutPhase = "Complete"
-	// RolloutProgressing: Kros are being updated, a few at a time.
+	// RolloutProgressing means that Kros are being updated, a few at a time.
 	RolloutProgressing RolloutPhase = "Progressing"
-	// RolloutPaused: too many Kros failed, or the ProviderConfig carries the
+	// RolloutPaused means that too many Kros failed, or the ProviderConfig carries the
 	// AnnotationRolloutPaused annotation; Kros not yet updated stay as they are.
 	RolloutPaused RolloutPhase = "Paused"
 )

@@ -180,21 +180,9 @@ func runManager(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
-	var shard *sharding.Membership
-	if o.sharding {
-		if shard, err = sharding.New(platform, sharding.Options{
-			Namespace:     o.podNamespace,
-			Identity:      o.shardID,
-			LeaseName:     o.shardLeaseName(),
-			Labels:        map[string]string{v1alpha1.LabelProvider: o.providerName, v1alpha1.LabelRole: v1alpha1.RoleShardMember},
-			LeaseDuration: o.shardLease,
-			Log:           log.WithName("sharding"),
-		}); err != nil {
-			return err
-		}
-		if err := mgr.Add(shard); err != nil {
-			return err
-		}
+	shard, err := o.addShard(mgr, platform, log)
+	if err != nil {
+		return err
 	}
 	if err := controllers.Setup(ctx, mgr, platform, controllers.Options{
 		ProviderName:  o.providerName,
@@ -210,21 +198,8 @@ func runManager(ctx context.Context, args []string, stderr io.Writer) error {
 	}); err != nil {
 		return err
 	}
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+	if err := addChecks(mgr, shard); err != nil {
 		return err
-	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
-		return err
-	}
-	if shard != nil {
-		if err := mgr.AddReadyzCheck("shard", func(*http.Request) error {
-			if !shard.Joined() {
-				return fmt.Errorf("not a member yet, or the membership Lease could not be renewed")
-			}
-			return nil
-		}); err != nil {
-			return err
-		}
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -247,6 +222,46 @@ func runManager(ctx context.Context, args []string, stderr io.Writer) error {
 		log.Info("stopping so that the pod restarts and requests the onboarding cluster anew", "reason", restart.reason)
 	}
 	return nil
+}
+
+// addShard adds this replica's membership to the manager under --sharding; without it
+// there is none (nil).
+func (o *runOptions) addShard(mgr manager.Manager, platform *rest.Config, log logr.Logger) (*sharding.Membership, error) {
+	if !o.sharding {
+		return nil, nil
+	}
+	shard, err := sharding.New(platform, sharding.Options{
+		Namespace:     o.podNamespace,
+		Identity:      o.shardID,
+		LeaseName:     o.shardLeaseName(),
+		Labels:        map[string]string{v1alpha1.LabelProvider: o.providerName, v1alpha1.LabelRole: v1alpha1.RoleShardMember},
+		LeaseDuration: o.shardLease,
+		Log:           log.WithName("sharding"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return shard, mgr.Add(shard)
+}
+
+// addChecks adds the health and readiness checks; under --sharding a replica is ready
+// once it has joined.
+func addChecks(mgr manager.Manager, shard *sharding.Membership) error {
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+	if shard == nil {
+		return nil
+	}
+	return mgr.AddReadyzCheck("shard", func(*http.Request) error {
+		if !shard.Joined() {
+			return fmt.Errorf("not a member yet, or the membership Lease could not be renewed")
+		}
+		return nil
+	})
 }
 
 // metricsOptions serve metrics over plain HTTP, or over HTTPS to clients that the
