@@ -123,11 +123,7 @@ func (p *rolloutPlan) admit(candidates []*v1alpha1.Kro, most int, timeout time.D
 		if len(p.Updating) >= most {
 			return
 		}
-		m := v1alpha1.RolloutMember{Kro: kroKey(k), Since: metav1.NewTime(now)}
-		if r := k.Status.ResourceGraphDefinitions; r != nil {
-			m.RGDsReady = r.Ready
-		}
-		p.Updating = append(p.Updating, m)
+		p.Updating = append(p.Updating, v1alpha1.RolloutMember{Kro: kroKey(k), Since: metav1.NewTime(now), RGDsReady: rgdsReady(k)})
 		p.recheck(timeout)
 	}
 }

@@ -82,10 +82,9 @@ func admitted(pc *v1alpha1.ProviderConfig, version, revision, kro string) bool {
 		if vs.Version != version || vs.Revision != revision {
 			continue
 		}
-		for _, m := range append(slices.Clone(vs.Updating), vs.Failed...) {
-			if m.Kro == kro {
-				return true
-			}
+		is := func(m v1alpha1.RolloutMember) bool { return m.Kro == kro }
+		if slices.ContainsFunc(vs.Updating, is) || slices.ContainsFunc(vs.Failed, is) {
+			return true
 		}
 	}
 	return false
