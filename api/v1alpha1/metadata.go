@@ -22,6 +22,10 @@ const (
 	// LabelVersion on a ControllerRevision carries the version (its name, shortened with
 	// a hash when it is no valid label value).
 	LabelVersion = LabelPrefix + "version"
+	// AnnotationEnvironment on the Kro CRD (kroes.kro.services.open-control-plane.io) of
+	// the onboarding cluster names the one environment that serves that onboarding
+	// cluster: `init` and `run` claim it and refuse to act beside another environment.
+	AnnotationEnvironment = LabelPrefix + "environment"
 	// AnnotationSourceSecret names the secret in the provider's namespace a copy was made from.
 	AnnotationSourceSecret = LabelPrefix + "source-secret"
 	// LabelManagedBy marks everything the provider creates.
