@@ -33,6 +33,9 @@ func (r *KroReconciler) reconcileDelete(ctx context.Context, s *scope) (result, 
 		return finalized, nil
 	}
 	hr, err := r.ownRelease(ctx, s)
+	if err == nil {
+		hr, err = r.earlierReleaseForDeletion(ctx, s, hr)
+	}
 	switch {
 	case err != nil:
 		return proceed, err
@@ -70,6 +73,9 @@ func (r *KroReconciler) ownRelease(ctx context.Context, s *scope) (*helmv2.HelmR
 // which is watched, brings the Kro back.
 func (r *KroReconciler) deleteRelease(ctx context.Context, s *scope, hr *helmv2.HelmRelease) error {
 	s.obs.waitingFor = uninstallAwaited(hr)
+	if err := r.uninstallEarlier(ctx, s, hr); err != nil {
+		return err
+	}
 	if err := r.Platform.Delete(ctx, hr, client.Preconditions{UID: &hr.UID}); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("deleting HelmRelease %s/%s: %w", hr.Namespace, hr.Name, err)
 	}
@@ -115,6 +121,11 @@ func (r *KroReconciler) uninstalling(ctx context.Context, s *scope, hr *helmv2.H
 			msg = fmt.Sprintf("%s; %d ResourceGraphDefinitions created since it began will be orphaned, as kro no longer runs to manage them: %s; delete them on the ControlPlane",
 				msg, len(names), listNames(names))
 		}
+		if failed := fluxUninstallError(hr); failed != "" && findCondition(hr.Status.Conditions, v1alpha1.ConditionReady).Reason == helmv2.UninstallFailedReason {
+			s.obs.blocked(v1alpha1.ReasonUninstallStuck, fmt.Sprintf("%s: %s; it goes on by itself once Flux succeeds",
+				uninstallBegan(hr), failed))
+			return nil
+		}
 	default:
 		if gone, why := r.accessGone(s, na, time.Now()); gone {
 			return r.abandonRelease(ctx, s, hr, why)
@@ -122,9 +133,36 @@ func (r *KroReconciler) uninstalling(ctx context.Context, s *scope, hr *helmv2.H
 		if s.obs.accessMissingSince != nil {
 			return nil // accessGone said what the deletion waits for
 		}
+		// The kubeconfig is there but the ControlPlane does not answer: Flux cannot
+		// finish, and nothing is done until it can.
+		failed := fluxUninstallError(hr)
+		if failed == "" {
+			failed = "Flux has not reported an error yet"
+		}
+		s.obs.blocked(v1alpha1.ReasonUninstallStuck, fmt.Sprintf(
+			"%s, but the ControlPlane does not answer (%s); %s; the uninstall goes on when the ControlPlane answers again, or is dropped when it is gone for good",
+			uninstallBegan(hr), na.Message, failed))
+		return nil
 	}
 	s.obs.notBlocked(v1alpha1.ReasonUninstalling, msg)
 	return nil
+}
+
+// uninstallBegan says when Flux began to uninstall kro: when its HelmRelease was deleted.
+func uninstallBegan(hr *helmv2.HelmRelease) string {
+	return fmt.Sprintf("Flux began uninstalling kro at %s (HelmRelease %s/%s is being deleted)",
+		hr.DeletionTimestamp.UTC().Format(time.RFC3339), hr.Namespace, hr.Name)
+}
+
+// fluxUninstallError is what helm-controller reports about a HelmRelease being deleted
+// whose Ready condition is False: "Flux says: <reason>: <message>", or "" when it reports
+// no failure.
+func fluxUninstallError(hr *helmv2.HelmRelease) string {
+	c := findCondition(hr.Status.Conditions, v1alpha1.ConditionReady)
+	if c == nil || c.Status != metav1.ConditionFalse {
+		return ""
+	}
+	return fmt.Sprintf("Flux says: %s: %s", c.Reason, shortenMessage(c.Message))
 }
 
 // finishDeletion runs once no HelmRelease is left: kro was never installed, or Flux has
@@ -327,6 +365,11 @@ func (r *KroReconciler) removeLeftovers(ctx context.Context, s *scope, access *C
 	}
 	if access != nil {
 		if err := r.removeImageSecretCopies(ctx, access.Client, s.kro, nil); err != nil {
+			return err
+		}
+	}
+	if s.earlier.found() {
+		if err := r.removeEarlier(ctx, s, true); err != nil {
 			return err
 		}
 	}

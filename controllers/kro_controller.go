@@ -49,6 +49,12 @@ type KroReconciler struct {
 	AccessGracePeriod time.Duration
 	// Shard, under --sharding, says which Kros this replica acts on; nil: all.
 	Shard *sharding.Membership
+	// Earlier reads the earlier provider's Flux objects (EarlierCache); nil: the API
+	// server is asked.
+	Earlier client.Reader
+	// AccessMode says where ControlPlane kubeconfigs come from; an earlier AccessRequest
+	// that is the provider's own under openmcp is kept.
+	AccessMode AccessMode
 }
 
 // DefaultAccessGracePeriod is the default of KroReconciler.AccessGracePeriod: long
@@ -96,6 +102,8 @@ type scope struct {
 	requeueAfter time.Duration
 	// writes tracks this reconcile's writes to the Kro, to wait for the cache at the end.
 	writes writeTracker
+	// earlier is what the earlier provider left for the Kro (handover.go); nil: nothing.
+	earlier *earlier
 }
 
 // requeue asks for the Kro to come back within d.
@@ -195,13 +203,18 @@ func (r *KroReconciler) reconcileNormal(ctx context.Context, s *scope) (result, 
 	if err := r.addFinalizer(ctx, s.kro, &s.writes); err != nil {
 		return proceed, err
 	}
+	if err := r.findEarlier(ctx, s); err != nil {
+		return proceed, err
+	}
 	steps := []step{
 		{v1alpha1.ConditionVersionResolved, "resolving the version", r.resolveVersion},
 		{v1alpha1.ConditionPullSecretsReady, "preparing the chart pull secret", r.reconcileChartPullSecret},
 		{v1alpha1.ConditionOCIRepositoryReady, "applying the OCIRepository", r.reconcileOCIRepository},
 		{v1alpha1.ConditionControlPlaneAccessReady, "reaching the ControlPlane", r.observeControlPlane},
 		{v1alpha1.ConditionPullSecretsReady, "copying image pull secrets to the ControlPlane", r.reconcileImagePullSecrets},
+		{v1alpha1.ConditionHelmReleaseReady, "suspending the earlier provider's HelmRelease", r.suspendEarlier},
 		{v1alpha1.ConditionHelmReleaseReady, "applying the HelmRelease", r.reconcileHelmRelease},
+		{v1alpha1.ConditionHandOver, "removing the earlier provider's objects", r.finishHandOver},
 	}
 	for _, st := range steps {
 		res, err := st.run(ctx, s)

@@ -264,7 +264,9 @@ func apply(ctx context.Context, c client.Client, obj client.Object) error {
 // over a secret of the same name that the provider did not create for this Kro: it
 // returns false for such a secret and leaves it as it is. A copy the cache does not hold
 // is created, not applied, so that a secret made in the meantime makes the creation
-// fail instead of being taken over; reader (uncached) then tells whose it is.
+// fail instead of being taken over; reader (uncached) then tells whose it is. The one
+// exception is an unlabelled secret with exactly the source's type and data, as the
+// earlier provider copied them: it is adopted (adoptable).
 func copySecret(ctx context.Context, c client.Client, reader client.Reader, desired *corev1.Secret) (bool, error) {
 	key := client.ObjectKeyFromObject(desired)
 	current := &corev1.Secret{}
@@ -283,7 +285,11 @@ func copySecret(ctx context.Context, c client.Client, reader client.Reader, desi
 		}
 	}
 	if !ownedAs(current, desired) {
-		return false, nil
+		if !adoptable(current, desired) {
+			return false, nil
+		}
+		// The earlier provider's copy: the apply below labels it as the provider's.
+		return true, apply(ctx, c, desired)
 	}
 	if secretUpToDate(current, desired) {
 		return true, nil

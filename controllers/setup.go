@@ -91,6 +91,14 @@ func Setup(ctx context.Context, mgr ctrl.Manager, platformConfig *rest.Config, o
 		return err
 	}
 
+	earlierObjects, err := EarlierCache(platform)
+	if err != nil {
+		return fmt.Errorf("creating the cache of the earlier provider's objects: %w", err)
+	}
+	if err := mgr.Add(earlierObjects); err != nil {
+		return err
+	}
+
 	log := mgr.GetLogger()
 	events := controlplane.NewEvents(controlplane.EventsOptions{
 		Log: log.WithName("controlplane-events"),
@@ -149,6 +157,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, platformConfig *rest.Config, o
 		MaxConcurrentReconciles: o.MaxConcurrentReconciles,
 		AccessGracePeriod:       o.AccessGracePeriod,
 		Shard:                   o.Shard,
+		Earlier:                 earlierObjects,
+		AccessMode:              o.Access,
 	}
 	if err := r.SetupWithManager(ctx, mgr, platform); err != nil {
 		return fmt.Errorf("setting up the Kro controller: %w", err)

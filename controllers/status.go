@@ -72,13 +72,26 @@ var conditionOrder = []string{
 	v1alpha1.ConditionDeletionBlocked,
 }
 
+// occasional are the conditions present only while their situation lasts; they come
+// after those of conditionOrder and do not take part in Ready.
+var occasional = map[string]bool{v1alpha1.ConditionHandOver: true}
+
+// conditionRank places a condition type in the status: by conditionOrder, occasional
+// ones last.
+func conditionRank(t string) int {
+	if i := slices.Index(conditionOrder, t); i >= 0 {
+		return i
+	}
+	return len(conditionOrder)
+}
+
 // computeStatus derives the Kro's status from what a reconcile observed. Conditions
 // keep their last transition time while their status stays the same.
 func computeStatus(old v1alpha1.KroStatus, generation int64, obs observation, now metav1.Time) v1alpha1.KroStatus {
 	conds := append([]metav1.Condition{readyCondition(obs)}, obs.conditions...)
 	conds = append(conds, notChecked(obs, conds)...)
 	sort.SliceStable(conds, func(i, j int) bool {
-		return slices.Index(conditionOrder, conds[i].Type) < slices.Index(conditionOrder, conds[j].Type)
+		return conditionRank(conds[i].Type) < conditionRank(conds[j].Type)
 	})
 	for i := range conds {
 		conds[i].ObservedGeneration = generation
@@ -183,7 +196,7 @@ func readyCondition(obs observation) metav1.Condition {
 	}
 	helmReady := false
 	for _, c := range obs.conditions {
-		if c.Type == v1alpha1.ConditionDeletionBlocked || c.Type == v1alpha1.ConditionResourceGraphDefinitionsReady {
+		if c.Type == v1alpha1.ConditionDeletionBlocked || c.Type == v1alpha1.ConditionResourceGraphDefinitionsReady || occasional[c.Type] {
 			continue
 		}
 		if c.Status != metav1.ConditionTrue {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -144,6 +145,12 @@ func startClusters(ctx context.Context) ([]*testenv.Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The earlier provider's AccessRequests (handover_test.go) need openmcp's CRD.
+	openmcpAPI, err := testenv.ModuleDir(ctx, openMCPModule)
+	if err != nil {
+		return nil, err
+	}
+	flux = append(flux, filepath.Join(openmcpAPI, "crds", "manifests", "clusters.openmcp.cloud_accessrequests.yaml"))
 	return testenv.StartClusters(ctx,
 		testenv.ClusterOptions{Name: "onboarding", CRDs: ob},
 		testenv.ClusterOptions{Name: "platform", CRDs: pl, CRDDirs: flux},

@@ -71,6 +71,10 @@ func (r *KroReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, 
 		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.krosOfSecret))).
 		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &sourcev1.OCIRepository{}, inTenantNamespace)).
 		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &helmv2.HelmRelease{}, inTenantNamespace))
+	if earlier, ok := r.Earlier.(cache.Cache); ok {
+		b = b.WatchesRawSource(source.Kind[client.Object](earlier, &helmv2.HelmRelease{}, inTenantNamespace)).
+			WatchesRawSource(source.Kind[client.Object](earlier, &sourcev1.OCIRepository{}, inTenantNamespace))
+	}
 	for _, src := range r.ControlPlanes.Sources(inTenantNamespace) {
 		b = b.WatchesRawSource(src)
 	}

@@ -21,6 +21,12 @@ const (
 	// ConditionDeletionBlocked is True while a deletion waits: for the tenant's resources
 	// to go, for the ControlPlane to answer, or for its missing access to count as gone.
 	ConditionDeletionBlocked = "DeletionBlocked"
+	// ConditionHandOver is present only while the provider takes over an installation of
+	// kro that the earlier provider (openmcp-project/service-provider-kro up to v1.3.0)
+	// made for this Kro: True with ReasonHandingOver while the earlier HelmRelease still
+	// exists, so that one glance tells why two providers' objects are in the tenant
+	// namespace. It does not take part in Ready.
+	ConditionHandOver = "HandOver"
 )
 
 // The ProviderConfig has one condition, ConditionReady: True (ReasonReconcileSuccess)
@@ -106,4 +112,14 @@ const (
 	// ReasonOperationIgnored: the Kro is being deleted but carries
 	// openmcp.cloud/operation=ignore, so the deletion is paused.
 	ReasonOperationIgnored = "OperationIgnored"
+	// ReasonUninstallStuck: Flux began uninstalling kro (the HelmRelease is being
+	// deleted) but cannot finish, because the ControlPlane does not answer or the
+	// uninstall fails; DeletionBlocked is True with Flux's error and the time it began.
+	ReasonUninstallStuck = "UninstallStuck"
+	// ReasonHandingOver: the earlier provider's installation of kro is being taken over
+	// (ConditionHandOver).
+	ReasonHandingOver = "HandingOver"
+	// ReasonHandOverComplete: the event when the earlier provider's objects are gone and
+	// the provider's own HelmRelease drives kro alone.
+	ReasonHandOverComplete = "HandOverComplete"
 )

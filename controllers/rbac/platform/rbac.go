@@ -55,7 +55,7 @@ package platform
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;create;delete
 // +kubebuilder:rbac:groups="",resources=configmaps;serviceaccounts,verbs=list
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;patch;delete
-// +kubebuilder:rbac:groups=clusters.openmcp.cloud,resources=accessrequests,verbs=list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=clusters.openmcp.cloud,resources=accessrequests,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=clusters.openmcp.cloud,resources=clusterrequests,verbs=list;watch
 // +kubebuilder:rbac:groups=clusters.openmcp.cloud,resources=clusters,verbs=get
 // +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=ocirepositories,verbs=get;list;watch;create;patch;delete
