@@ -21,10 +21,12 @@ import (
 	"github.com/openmcp-project/service-provider-kro/config/rbac"
 )
 
-// runInit installs the onboarding CRDs on the onboarding cluster and the platform CRDs on
+// runInit claims the onboarding cluster for the provider's environment (see claim.go),
+// installs the onboarding CRDs on the onboarding cluster and the platform CRDs on
 // the platform cluster, then registers the Kro kind on the provider's ServiceProvider
 // where there is one (under openmcp), so that openmcp deletes a ControlPlane's Kro
-// before the ControlPlane. It is idempotent and fails on the first error.
+// before the ControlPlane. It is idempotent and fails on the first error, and before
+// changing anything when another environment serves the onboarding cluster.
 func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parseInit(args, stderr)
 	if err != nil {
@@ -54,7 +56,7 @@ func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		kind string
 		cfg  *rest.Config
 	}{{clusters.Onboarding, onboarding}, {clusters.Platform, platform}} {
-		if err := installFor(ctx, target.kind, target.cfg, stdout); err != nil {
+		if err := installFor(ctx, target.kind, target.cfg, o.claimEnvironment(), stdout); err != nil {
 			return fmt.Errorf("init on the %s cluster: %w", target.kind, err)
 		}
 	}
@@ -81,7 +83,9 @@ func reachable(cfg *rest.Config) error {
 	return clusters.Ping(cfg)
 }
 
-func installFor(ctx context.Context, kind string, cfg *rest.Config, stdout io.Writer) error {
+// installFor applies the CRDs of the cluster kind. On the onboarding cluster it claims
+// the cluster for environment before and after the install.
+func installFor(ctx context.Context, kind string, cfg *rest.Config, environment string, stdout io.Writer) error {
 	if err := reachable(cfg); err != nil {
 		return err
 	}
@@ -92,6 +96,13 @@ func installFor(ctx context.Context, kind string, cfg *rest.Config, stdout io.Wr
 	crds, err := crd.ForCluster(kind)
 	if err != nil {
 		return err
+	}
+	claim := kind == clusters.Onboarding
+	claimedBefore := false
+	if claim {
+		if claimedBefore, err = claimBeforeInstall(ctx, c, environment); err != nil {
+			return err
+		}
 	}
 	changed, err := clusters.InstallCRDs(ctx, c, crds)
 	if err != nil {
@@ -106,6 +117,9 @@ func installFor(ctx context.Context, kind string, cfg *rest.Config, stdout io.Wr
 		state = "applied " + strings.Join(changed, ", ")
 	}
 	fmt.Fprintf(stdout, "%s cluster: CRDs %s (%s)\n", kind, strings.Join(names, ", "), state)
+	if claim {
+		return claimAfterInstall(ctx, c, environment, claimedBefore, stdout)
+	}
 	return nil
 }
 

@@ -36,7 +36,7 @@ type commonOptions struct {
 }
 
 func (o *commonOptions) bind(fs *flag.FlagSet) {
-	fs.StringVar(&o.environment, "environment", "", "name of the openmcp environment (openmcp-operator passes it). With no --onboarding-kubeconfig, the provider runs as openmcp deploys it: the platform cluster is the pod's own, and the onboarding cluster is requested from openmcp. It also names the provider on the onboarding cluster, which environments may share: the field manager and the source of events")
+	fs.StringVar(&o.environment, "environment", "", "name of the openmcp environment (openmcp-operator passes it). With no --onboarding-kubeconfig, the provider runs as openmcp deploys it: the platform cluster is the pod's own, and the onboarding cluster is requested from openmcp. It also names the provider on the onboarding cluster (the field manager and the source of events) and is the environment init and run claim the onboarding cluster for: one environment serves an onboarding cluster, and the provider refuses to act beside another (without --environment the claim is \""+standaloneEnvironment+"\")")
 	fs.StringVar(&o.verbosity, "verbosity", "", "log level: DEBUG, INFO or ERROR (openmcp-operator passes it); --zap-log-level, if given, wins")
 	fs.StringVar(&o.providerName, "provider-name", "kro", "name of this provider: its ProviderConfig and, under openmcp, its ServiceProvider carry the same name")
 	fs.StringVar(&o.onboardingKubeconfig, "onboarding-kubeconfig", "", "kubeconfig of the onboarding cluster, where Kro objects live (default: requested from openmcp when --environment is given, else the ambient kubeconfig)")

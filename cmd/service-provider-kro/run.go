@@ -162,6 +162,9 @@ func runManager(ctx context.Context, args []string, stderr io.Writer) error {
 	for _, cfg := range []*rest.Config{onboarding, platform} {
 		cfg.QPS, cfg.Burst = float32(o.qps), o.burst
 	}
+	if err := claimForRun(ctx, onboarding, o.claimEnvironment(), log); err != nil {
+		return err
+	}
 
 	mgr, err := ctrl.NewManager(onboarding, ctrl.Options{
 		Scheme:                  clusters.Scheme,
@@ -213,9 +216,18 @@ func runManager(ctx context.Context, args []string, stderr io.Writer) error {
 			return err
 		}
 	}
+	if err := addClaimWatch(mgr, onboarding, o.claimEnvironment(), log, func(lost *clusters.ClaimError) {
+		cancel(lost)
+	}); err != nil {
+		return err
+	}
 	logStart(log, o, access)
 	if err := mgr.Start(ctx); err != nil {
 		return err
+	}
+	var lost *clusters.ClaimError
+	if errors.As(context.Cause(ctx), &lost) {
+		return fmt.Errorf("stopped: %w", lost)
 	}
 	var restart errRestart
 	if errors.As(context.Cause(ctx), &restart) {
@@ -285,7 +297,7 @@ func (nonLeader) NeedLeaderElection() bool          { return false }
 var _ manager.LeaderElectionRunnable = nonLeader(nil)
 
 func logStart(log logr.Logger, o *runOptions, access controllers.AccessMode) {
-	log.Info("starting service-provider-kro", "provider", o.providerName, "environment", o.environment,
+	log.Info("starting service-provider-kro", "provider", o.providerName, "environment", o.claimEnvironment(),
 		"podNamespace", o.podNamespace, "controlPlaneAccess", access, "leaderElection", o.leaderElect, "sharding", o.sharding, "shardID", o.shardID,
 		"metricsSecure", o.metricsSecure)
 }

@@ -11,6 +11,11 @@
 //   - Kros' status: one merge patch per reconcile that changed something.
 //   - Events (events.k8s.io): the reconciler's events on Kros; patch counts up a
 //     repeated event.
+//   - The Kro CRD, and no other CRD (resourceNames): it carries the claim of the one
+//     environment that serves the onboarding cluster (kro.services.open-control-plane.io/environment).
+//     run reads it at start (get) and claims it when no environment holds it yet (patch),
+//     and follows it while running (list and watch, by name) so that it stops when
+//     another environment takes it.
 //
 // Not granted: update on kroes/finalizers. The provider sets no owner references on
 // other objects pointing at a Kro, so OwnerReferencesPermissionEnforcement never asks
@@ -20,3 +25,4 @@ package onboarding
 // +kubebuilder:rbac:groups=kro.services.open-control-plane.io,resources=kroes,verbs=list;watch;patch
 // +kubebuilder:rbac:groups=kro.services.open-control-plane.io,resources=kroes/status,verbs=patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch;patch,resourceNames=kroes.kro.services.open-control-plane.io
