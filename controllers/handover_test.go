@@ -55,7 +55,7 @@ func kroWithFinalizer(g Gomega, namespace, name, version string) *v1alpha1.Kro {
 	return k
 }
 
-func earlierRelease(g Gomega, e testenv.EarlierInstallation) (*helmv2.HelmRelease, error) {
+func earlierRelease(e testenv.EarlierInstallation) (*helmv2.HelmRelease, error) {
 	hr := e.HelmRelease()
 	err := platform.Client.Get(context.Background(), client.ObjectKeyFromObject(hr), hr)
 	return hr, err
@@ -87,7 +87,7 @@ func TestHandOverFromEarlierProvider(t *testing.T) {
 	// suspended earlier one.
 	g.Eventually(func(g Gomega) {
 		own := getHelmRelease(g, k)
-		old, err := earlierRelease(g, e)
+		old, err := earlierRelease(e)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(old.Spec.Suspend).To(BeTrue())
 		g.Expect(own.Spec.ReleaseName).To(Equal(old.Spec.ReleaseName))
@@ -106,7 +106,7 @@ func TestHandOverFromEarlierProvider(t *testing.T) {
 
 	// Nothing of the earlier installation goes while the provider's release is not Ready.
 	g.Consistently(func(g Gomega) {
-		_, err := earlierRelease(g, e)
+		_, err := earlierRelease(e)
 		g.Expect(err).NotTo(HaveOccurred())
 	}, time.Second, interval).Should(Succeed())
 
@@ -116,12 +116,12 @@ func TestHandOverFromEarlierProvider(t *testing.T) {
 
 	// helm-controller lets a suspended release go without an uninstall.
 	g.Eventually(func(g Gomega) {
-		old, err := earlierRelease(g, e)
+		old, err := earlierRelease(e)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(old.DeletionTimestamp).NotTo(BeNil())
 		g.Expect(old.Spec.Suspend).To(BeTrue())
 	}, timeout, interval).Should(Succeed())
-	old, _ := earlierRelease(g, e)
+	old, _ := earlierRelease(e)
 	controllerutil.RemoveFinalizer(old, playFluxFinalizer)
 	g.Expect(platform.Client.Update(ctx, old)).To(Succeed())
 
@@ -185,7 +185,7 @@ func TestDeletionOfAnEarlierInstallation(t *testing.T) {
 	image := sourceSecret(g, uniq("hd-image"), corev1.SecretTypeDockerConfigJson, "image")
 	e := earlierFor(g, ns, "cp-hd", chart, image)
 	// A hand-over that was cut short: suspended, the provider's release not made yet.
-	old, err := earlierRelease(g, e)
+	old, err := earlierRelease(e)
 	g.Expect(err).NotTo(HaveOccurred())
 	old.Spec.Suspend = true
 	g.Expect(platform.Client.Update(ctx, old)).To(Succeed())
@@ -195,19 +195,19 @@ func TestDeletionOfAnEarlierInstallation(t *testing.T) {
 	grantAccess(g, k, controlPlane)
 	deleteKro(g, k)
 	eventuallyCondition(g, k, v1alpha1.ConditionDeletionBlocked, metav1.ConditionTrue, v1alpha1.ReasonUserResourcesPresent, rgd.GetName())
-	old, err = earlierRelease(g, e)
+	old, err = earlierRelease(e)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(old.DeletionTimestamp).To(BeNil())
 
 	g.Expect(controlPlane.Client.Delete(ctx, rgd)).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		old, err := earlierRelease(g, e)
+		old, err := earlierRelease(e)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(old.DeletionTimestamp).NotTo(BeNil())
 		g.Expect(old.Spec.Suspend).To(BeFalse(), "Flux skips the uninstall of a suspended release")
 	}, timeout, interval).Should(Succeed())
 	eventuallyGone(g, controlPlane.Client, e.ImageSecretCopies()[0])
-	old, _ = earlierRelease(g, e)
+	old, _ = earlierRelease(e)
 	controllerutil.RemoveFinalizer(old, playFluxFinalizer)
 	g.Expect(platform.Client.Update(ctx, old)).To(Succeed())
 

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -83,19 +84,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, platformConfig *rest.Config, o
 	if err := mgr.Add(platform); err != nil {
 		return err
 	}
-	access, err := accessCache(platform, o.Access, o.ProviderName)
+	access, earlierObjects, err := addPlatformCaches(mgr, platform, o)
 	if err != nil {
-		return fmt.Errorf("creating the cache of ControlPlane access: %w", err)
-	}
-	if err := mgr.Add(access); err != nil {
-		return err
-	}
-
-	earlierObjects, err := EarlierCache(platform)
-	if err != nil {
-		return fmt.Errorf("creating the cache of the earlier provider's objects: %w", err)
-	}
-	if err := mgr.Add(earlierObjects); err != nil {
 		return err
 	}
 
@@ -177,4 +167,24 @@ func Setup(ctx context.Context, mgr ctrl.Manager, platformConfig *rest.Config, o
 		return fmt.Errorf("setting up the ProviderConfig controller: %w", err)
 	}
 	return nil
+}
+
+// addPlatformCaches adds the caches of the platform cluster beside its main one: where
+// ControlPlane access comes from, and the earlier provider's Flux objects.
+func addPlatformCaches(mgr ctrl.Manager, platform cluster.Cluster, o Options) (access, earlier cache.Cache, err error) {
+	access, err = accessCache(platform, o.Access, o.ProviderName)
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating the cache of ControlPlane access: %w", err)
+	}
+	if err := mgr.Add(access); err != nil {
+		return nil, nil, err
+	}
+	earlier, err = EarlierCache(platform)
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating the cache of the earlier provider's objects: %w", err)
+	}
+	if err := mgr.Add(earlier); err != nil {
+		return nil, nil, err
+	}
+	return access, earlier, nil
 }
