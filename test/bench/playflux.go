@@ -24,6 +24,11 @@ func (h *harness) playFlux(obj client.Object, generation, observed int64, conds 
 	if !obj.GetDeletionTimestamp().IsZero() {
 		return
 	}
+	// helm-controller leaves a suspended HelmRelease alone (the earlier provider's, once
+	// the provider has taken it over).
+	if hr, ok := obj.(*helmv2.HelmRelease); ok && hr.Spec.Suspend {
+		return
+	}
 	if _, held := h.fluxHold.Load(obj.GetNamespace()); held {
 		return
 	}

@@ -286,6 +286,9 @@ func Markdown(r *Results, latencySVG, memorySVG string) string {
 	if r.Rollout != nil {
 		rolloutMarkdown(p, r.Rollout)
 	}
+	if r.Handover != nil {
+		handoverMarkdown(p, r.Handover)
+	}
 	p("")
 	p("## Method")
 	p("")

@@ -51,6 +51,10 @@ type Results struct {
 	// Rollout is the run of a ProviderConfig change rolled out to the Kros, when there was one.
 	Rollout *RolloutResults `json:"rollout,omitempty"`
 
+	// Handover is the run of the provider taking over the earlier provider's
+	// installations, when there was one.
+	Handover *HandoverResults `json:"handover,omitempty"`
+
 	Targets []Target `json:"targets"`
 }
 

@@ -5,6 +5,7 @@
 //	go run ./test/bench/cmd/bench -modes flux     # real Flux only; keeps the provider-mode results
 //	go run ./test/bench/cmd/bench -modes sharded  # sharded replicas only; keeps the other results
 //	go run ./test/bench/cmd/bench -modes rollout  # a ProviderConfig change rolled out; keeps the other results
+//	go run ./test/bench/cmd/bench -modes handover # the earlier provider's installations taken over; keeps the other results
 //	go run ./test/bench/cmd/bench -steps 3 ...    # a tiny run (go tool task bench-smoke)
 package main
 
@@ -50,6 +51,8 @@ func run() error {
 		sc      bench.ShardedConfig
 		rc      bench.RolloutConfig
 		rollMU  string
+		hc      bench.HandoverConfig
+		hoKros  string
 	)
 	flag.StringVar(&steps, "steps", "10,50,100", "numbers N of ControlPlanes (on shared API servers) after each burst, ascending")
 	flag.IntVar(&cfg.SharedAPIServers, "shared-apiservers", 2, "API servers that serve the N ControlPlanes, each ControlPlane with its own credentials")
@@ -58,7 +61,7 @@ func run() error {
 	flag.IntVar(&cfg.Concurrency, "concurrency", 20, "creates the harness has in flight")
 	flag.IntVar(&cfg.Repeats, "repeats", 5, "repeats of the secret and RGD measurements")
 	flag.DurationVar(&cfg.IdleWindow, "idle", time.Minute, "how long the steady state is watched")
-	flag.StringVar(&modes, "modes", "provider,flux,sharded,rollout", "provider: the harness plays Flux by setting the Flux objects' status, at large N; flux: real source- and helm-controller install kro's real chart on kwok ControlPlanes, at small N; sharded: several replicas with --sharding in provider mode (killed, stopped, cut off); rollout: a version's helmValues changed without and with spec.rollout in provider mode. A mode left out keeps its results from -out-json")
+	flag.StringVar(&modes, "modes", "provider,flux,sharded,rollout,handover", "provider: the harness plays Flux by setting the Flux objects' status, at large N; flux: real source- and helm-controller install kro's real chart on kwok ControlPlanes, at small N; sharded: several replicas with --sharding in provider mode (killed, stopped, cut off); rollout: a version's helmValues changed without and with spec.rollout in provider mode; handover: the provider started on Kros the earlier provider (v1.3.0) installed, in provider mode. A mode left out keeps its results from -out-json")
 	flag.IntVar(&sc.Replicas, "sharded-replicas", 3, "sharded mode: replicas with --sharding (0 skips the sharded mode)")
 	flag.IntVar(&sc.Kros, "sharded-kros", 300, "sharded mode: Kros, each on a ControlPlane of its own on the shared API servers")
 	flag.DurationVar(&sc.LeaseDuration, "sharded-lease", 15*time.Second, "sharded mode: --shard-lease-duration")
@@ -68,6 +71,8 @@ func run() error {
 	flag.StringVar(&rollMU, "rollout-max-unavailable", "10%", "rollout mode: spec.rollout.maxUnavailable of the second change, a number or a percentage")
 	flag.IntVar(&rc.OneKros, "rollout-one-kros", 20, "rollout mode: Kros on a version of their own whose helmValues change under maxUnavailable 1 (0 skips)")
 	flag.DurationVar(&rc.HelmUpgrade, "rollout-helm-upgrade", 2*time.Second, "rollout mode: how long the harness, playing helm-controller, takes to upgrade a HelmRelease whose values changed")
+	flag.StringVar(&hoKros, "handover-kros", "1,100", "handover mode: numbers N of Kros with the earlier provider's installation, one run each in an environment of its own (0 skips the handover mode)")
+	flag.DurationVar(&hc.Look, "handover-look", 200*time.Millisecond, "handover mode: how often the harness lists the Kros and the earlier objects")
 	flag.StringVar(&pflags, "provider-flags", "", "space-separated flags added to the provider's run, e.g. \"--max-concurrent-reconciles=20\"")
 	flag.IntVar(&cfg.FluxControlPlanes, "flux-controlplanes", 2, "N in flux mode: kwok ControlPlanes, each with its Kro")
 	flag.StringVar(&cfg.WorkDir, "work-dir", ".cache/bench", "folder for the provider binary, kubeconfigs and logs")
@@ -80,14 +85,10 @@ func run() error {
 		return renderOnly(outJSON, outMD)
 	}
 	cfg.ProviderFlags = strings.Fields(pflags)
-	for f := range strings.SplitSeq(steps, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			return fmt.Errorf("-steps: %q is not a positive number", f)
-		}
-		cfg.Steps = append(cfg.Steps, n)
-	}
 	var err error
+	if cfg.Steps, err = parseSteps(steps); err != nil {
+		return err
+	}
 	if cfg.WorkDir, err = filepath.Abs(cfg.WorkDir); err != nil {
 		return err
 	}
@@ -96,7 +97,7 @@ func run() error {
 	ctx, cancelTimeout := context.WithTimeout(ctx, timeout)
 	defer cancelTimeout()
 
-	runProvider, runFlux, runShards, runRollout, err := selectModes(modes, sc, &rc, rollMU)
+	ms, err := selectModes(modes, sc, &rc, rollMU, &hc, hoKros)
 	if err != nil {
 		return err
 	}
@@ -105,17 +106,17 @@ func run() error {
 		return err
 	}
 	res := previous
-	if runProvider {
+	if ms.provider {
 		r, err := bench.Run(ctx, cfg)
 		if err != nil {
 			return failed(r, err, cfg.WorkDir)
 		}
-		r.Flux, r.Sharded, r.Rollout = previous.Flux, previous.Sharded, previous.Rollout
+		r.Flux, r.Sharded, r.Rollout, r.Handover = previous.Flux, previous.Sharded, previous.Rollout, previous.Handover
 		res = r
-	} else if res.Mode == "" && !runShards && !runRollout {
+	} else if res.Mode == "" && !ms.sharded && !ms.rollout && !ms.handover {
 		return fmt.Errorf("%s holds no provider-mode results to keep; run with -modes provider,flux", outJSON)
 	}
-	if runFlux {
+	if ms.flux {
 		fcfg := cfg
 		fcfg.WorkDir = filepath.Join(cfg.WorkDir, "flux")
 		r, err := bench.RunFlux(ctx, fcfg)
@@ -124,18 +125,36 @@ func run() error {
 		}
 		res.Flux = r
 	}
-	if runShards {
+	if ms.sharded {
 		if res.Sharded, err = runSharded(ctx, cfg, sc); err != nil {
 			return err
 		}
 	}
-	if runRollout {
+	if ms.rollout {
 		if res.Rollout, err = runRollouts(ctx, cfg, rc); err != nil {
+			return err
+		}
+	}
+	if ms.handover {
+		if res.Handover, err = runHandover(ctx, cfg, hc); err != nil {
 			return err
 		}
 	}
 	res.Targets = bench.Evaluate(res)
 	return write(res, outJSON, outMD)
+}
+
+// parseSteps reads -steps.
+func parseSteps(steps string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(steps, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("-steps: %q is not a positive number", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 // renderOnly writes the markdown and plots of the results in outJSON again.
@@ -155,26 +174,35 @@ func renderOnly(outJSON, outMD string) error {
 	if res.Rollout != nil {
 		res.Rollout.Targets = bench.EvaluateRollout(res.Rollout)
 	}
+	if res.Handover != nil {
+		res.Handover.Targets = bench.EvaluateHandover(res.Handover)
+	}
 	return write(res, outJSON, outMD)
 }
 
+// modeSet are the modes a run measures.
+type modeSet struct{ provider, flux, sharded, rollout, handover bool }
+
 // parseModes reads -modes.
-func parseModes(modes string) (provider, flux, sharded, rollout bool, err error) {
+func parseModes(modes string) (modeSet, error) {
+	var ms modeSet
 	for m := range strings.SplitSeq(modes, ",") {
 		switch strings.TrimSpace(m) {
 		case "provider":
-			provider = true
+			ms.provider = true
 		case "flux":
-			flux = true
+			ms.flux = true
 		case "sharded":
-			sharded = true
+			ms.sharded = true
 		case "rollout":
-			rollout = true
+			ms.rollout = true
+		case "handover":
+			ms.handover = true
 		default:
-			return false, false, false, false, fmt.Errorf("-modes: unknown mode %q (provider, flux, sharded, rollout)", m)
+			return ms, fmt.Errorf("-modes: unknown mode %q (provider, flux, sharded, rollout, handover)", m)
 		}
 	}
-	return provider, flux, sharded, rollout, nil
+	return ms, nil
 }
 
 // runSharded measures sharded replicas in a work folder of their own.
@@ -188,19 +216,25 @@ func runSharded(ctx context.Context, cfg bench.Config, sc bench.ShardedConfig) (
 }
 
 // selectModes reads -modes and leaves out the modes their flags switch off (no sharded
-// replicas, no rollout Kros); it reads -rollout-max-unavailable into rc.
-func selectModes(modes string, sc bench.ShardedConfig, rc *bench.RolloutConfig, maxUnavailable string) (provider, flux, sharded, rollout bool, err error) {
-	if provider, flux, sharded, rollout, err = parseModes(modes); err != nil {
-		return false, false, false, false, err
+// replicas, no rollout Kros, no hand-over Kros); it reads -rollout-max-unavailable into
+// rc and -handover-kros into hc.
+func selectModes(modes string, sc bench.ShardedConfig, rc *bench.RolloutConfig, maxUnavailable string, hc *bench.HandoverConfig, handoverKros string) (modeSet, error) {
+	ms, err := parseModes(modes)
+	if err != nil {
+		return modeSet{}, err
 	}
-	sharded = sharded && sc.Replicas > 0
-	rollout = rollout && rc.Kros > 0
-	if rollout {
+	ms.sharded = ms.sharded && sc.Replicas > 0
+	ms.rollout = ms.rollout && rc.Kros > 0
+	if ms.rollout {
 		if rc.MaxUnavailable, err = parseMaxUnavailable(maxUnavailable); err != nil {
-			return false, false, false, false, err
+			return modeSet{}, err
 		}
 	}
-	return provider, flux, sharded, rollout, nil
+	if hc.Kros, err = bench.ParseCounts(handoverKros); err != nil {
+		return modeSet{}, fmt.Errorf("-handover-kros: %w", err)
+	}
+	ms.handover = ms.handover && len(hc.Kros) > 0
+	return ms, nil
 }
 
 // readPrevious reads the results a run merges into; none when the file is not there.
@@ -229,6 +263,16 @@ func runRollouts(ctx context.Context, cfg bench.Config, rc bench.RolloutConfig) 
 	r, err := bench.RunRollout(ctx, cfg, rc)
 	if err != nil {
 		return nil, failed(r, err, cfg.WorkDir)
+	}
+	return r, nil
+}
+
+// runHandover measures the hand-over from the earlier provider in a work folder of its own.
+func runHandover(ctx context.Context, cfg bench.Config, hc bench.HandoverConfig) (*bench.HandoverResults, error) {
+	cfg.WorkDir = filepath.Join(cfg.WorkDir, "handover")
+	r, err := bench.RunHandover(ctx, cfg, hc)
+	if err != nil {
+		return nil, failed(r, err, filepath.Join(cfg.WorkDir, "n-*"))
 	}
 	return r, nil
 }
@@ -274,6 +318,9 @@ func write(res *bench.Results, outJSON, outMD string) error {
 	}
 	if res.Rollout != nil {
 		targets = append(slices.Clone(targets), res.Rollout.Targets...)
+	}
+	if res.Handover != nil {
+		targets = append(slices.Clone(targets), res.Handover.Targets...)
 	}
 	for _, t := range targets {
 		met := "met"
