@@ -165,6 +165,17 @@ func TestStandaloneIsNotOpenMCP(t *testing.T) {
 	o, err := parseRun([]string{"--pod-namespace=p"}, &bytes.Buffer{})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(o.identity()).To(Equal("service-provider-kro"))
+	g.Expect(o.runIdentity()).To(Equal("service-provider-kro"))
+}
+
+// TestReplicasHaveIdentitiesOfTheirOwn: under --sharding each replica writes and emits
+// events under its shard id, within the one environment it serves.
+func TestReplicasHaveIdentitiesOfTheirOwn(t *testing.T) {
+	g := NewWithT(t)
+	o, err := parseRun([]string{"--pod-namespace=p", "--environment=prod", "--onboarding-kubeconfig=/k", "--sharding", "--shard-id=replica-1"}, &bytes.Buffer{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.identity()).To(Equal("service-provider-kro.prod"))
+	g.Expect(o.runIdentity()).To(Equal("service-provider-kro.prod.replica-1"))
 }
 
 func TestBadArgumentsAreRefusedClearly(t *testing.T) {

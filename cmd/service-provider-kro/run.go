@@ -110,6 +110,16 @@ func parseRun(args []string, stderr io.Writer) (*runOptions, error) {
 	return o, nil
 }
 
+// runIdentity is identity, and under --sharding the replica's --shard-id after it, so that
+// the writes and events of each replica can be told apart
+// (service-provider-<name>[.<environment>].<shard-id>).
+func (o *runOptions) runIdentity() string {
+	if !o.sharding {
+		return o.identity()
+	}
+	return o.identity() + "." + o.shardID
+}
+
 // shardLeaseName is the name of this replica's membership Lease.
 func (o *runOptions) shardLeaseName() string {
 	return "service-provider-" + o.providerName + "-" + o.shardID
@@ -192,7 +202,7 @@ func runManager(ctx context.Context, args []string, stderr io.Writer) error {
 		PodNamespace:  o.podNamespace,
 		Access:        access,
 		ProbeInterval: o.probeInterval,
-		Identity:      o.identity(),
+		Identity:      o.runIdentity(),
 
 		AccessGracePeriod: o.accessGrace,
 		Shard:             shard,

@@ -186,7 +186,7 @@ type DoubleOwnership struct {
 	// TotalMs adds up every window.
 	TotalMs float64 `json:"totalMs"`
 	// KroWrites are the Kro writes (status, finalizer) the harness saw and attributed to a
-	// replica by its field manager (--environment=<replica>), by replica.
+	// replica by its field manager (service-provider-kro.<shard-id> under --sharding), by replica.
 	KroWrites map[string]int `json:"kroWrites"`
 	// DuplicatedWrites: writes to a Kro while (up to 1 s after) it was owned twice.
 	DuplicatedWrites int `json:"duplicatedWrites"`
@@ -463,8 +463,6 @@ func (s *shardHarness) startReplicas(ctx context.Context) error {
 			"--onboarding-kubeconfig", s.obKube, "--platform-kubeconfig", path, "--pod-namespace", podNamespace,
 			"--metrics-bind-address", addrs[0], "--health-probe-bind-address", addrs[1],
 			"--sharding", "--shard-id=" + id, "--shard-lease-duration=" + s.sc.LeaseDuration.String(),
-			// A field manager of its own, so that the harness can tell which replica wrote a Kro.
-			"--environment=" + id,
 			"--zap-time-encoding=rfc3339nano"}, s.cfg.ProviderFlags...)
 		if r.proc, err = testenv.StartProcess("provider-"+id, s.cfg.WorkDir, []string{"HOME=" + s.cfg.WorkDir}, s.bin, r.args...); err != nil {
 			return err
