@@ -388,6 +388,8 @@ var _ = Describe("faults", Ordered, ContinueOnFailure, Label("faults"), func() {
 		checkLeftovers(row, true, a)
 	})
 
+	handOverSpecs(func() *env.ControlPlane { return a })
+
 	It("deletion with an RGD and orphaned instances", func() {
 		row := startRow("Deletion while an RGD and two instances of its kind exist; the RGD deleted before the instances",
 			"blocked by UserResourcesPresent (names the RGD), then by InstancesPresent (names the kind and count); released within about 5 s of the last instance going; nothing orphaned")
