@@ -70,6 +70,15 @@ func (s handOverState) stage() int {
 	return 0
 }
 
+// stageNames say what each stage of a hand-over looks like.
+var stageNames = []string{
+	"nothing done yet",
+	"the earlier HelmRelease suspended, the provider's not made yet",
+	"the provider's HelmRelease beside the suspended earlier one",
+	"the earlier HelmRelease gone, its OCIRepository left",
+	"nothing of the earlier installation left",
+}
+
 // handOver is one earlier installation on a ControlPlane and what the spec watches of it.
 type handOver struct {
 	cp      *env.ControlPlane
@@ -340,7 +349,7 @@ func handOverSpecs(a func() *env.ControlPlane) {
 				break
 			}
 			Expect(fe.KillProvider()).To(Succeed())
-			row.note("killed at step %d (%+v)", s.stage(), s)
+			row.note("killed at step %d (%s)", s.stage(), stageNames[s.stage()])
 			last = s.stage()
 		}
 		waitUntil(3*time.Minute, poll, func(g Gomega) { h.finished(g, "0.9.4") })
@@ -372,10 +381,14 @@ func handOverSpecs(a func() *env.ControlPlane) {
 		row.note("VersionNotOffered; HandOver=True; the earlier HelmRelease untouched for 5 s")
 		guard := guardFinalizer(cp)
 		Expect(fe.Onboarding.Client.Delete(suiteCtx, kroOf(cp))).To(Succeed())
-		waitUntil(time.Minute, poll, func(g Gomega) { expectBlocked(g, cp, v1alpha1.ReasonUserResourcesPresent, "handover-app") })
+		var blocked metav1.Condition
+		waitUntil(time.Minute, poll, func(g Gomega) { blocked = expectBlocked(g, cp, v1alpha1.ReasonUserResourcesPresent, "handover-app") })
+		row.note("the deletion blocked: %s", blocked.Message)
 		waitUntil(10*time.Second, poll, func(g Gomega) { h.look(g) })
 		h.removeTenantWork()
+		released := time.Now()
 		waitGone(5*time.Minute, cp)
+		row.converged(time.Since(released), "after the RGD was deleted", 0, "")
 		row.finalizerGuard(guard())
 		checkLeftovers(row, true, cp)
 		h.earlierGone(true)
@@ -395,6 +408,7 @@ func handOverSpecs(a func() *env.ControlPlane) {
 		Expect(fe.RestartProvider(suiteCtx)).To(Succeed())
 		started := time.Now()
 		waitGone(5*time.Minute, cp)
+		row.note("the Kro gone through the earlier HelmRelease's uninstall")
 		row.converged(time.Since(started), "after the provider started", 0, "")
 		row.finalizerGuard(guard())
 		checkLeftovers(row, true, cp)
