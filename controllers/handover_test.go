@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
@@ -283,4 +284,34 @@ func TestHandOverConditionIsOccasional(t *testing.T) {
 
 	obs.conditions = slices.DeleteFunc(obs.conditions, func(c metav1.Condition) bool { return c.Type == v1alpha1.ConditionHandOver })
 	g.Expect(findCondition(computeStatus(st, 1, obs, now).Conditions, v1alpha1.ConditionHandOver)).To(BeNil())
+}
+
+// TestEarlierCacheHoldsOnlyTheEarlierObjects: the cache behind the hand-over selects the
+// earlier provider's objects by name, so that it costs nothing per Kro once no earlier
+// installation is left: the provider's own HelmReleases and OCIRepositories are not in it.
+func TestEarlierCacheHoldsOnlyTheEarlierObjects(t *testing.T) {
+	g := withClusters(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ns := newNamespace(t, g)
+	readyKro(t, g, ns, "cp-cache", baseVersion)
+	cl, err := cluster.New(platform.Config, func(o *cluster.Options) { o.Scheme = platform.Client.Scheme() })
+	g.Expect(err).NotTo(HaveOccurred())
+	c, err := EarlierCache(cl)
+	g.Expect(err).NotTo(HaveOccurred())
+	go func() { _ = c.Start(ctx) }()
+	g.Expect(c.WaitForCacheSync(ctx)).To(BeTrue())
+	var releases helmv2.HelmReleaseList
+	g.Expect(c.List(ctx, &releases)).To(Succeed())
+	var repos sourcev1.OCIRepositoryList
+	g.Expect(c.List(ctx, &repos)).To(Succeed())
+	all := &helmv2.HelmReleaseList{}
+	g.Expect(platform.Client.List(ctx, all)).To(Succeed())
+	g.Expect(all.Items).NotTo(BeEmpty(), "the suite's Kros have HelmReleases")
+	for _, hr := range releases.Items {
+		g.Expect(hr.Name).To(Equal(earlierHelmReleaseName))
+	}
+	for _, r := range repos.Items {
+		g.Expect(r.Name).To(Equal(earlierOCIRepositoryName))
+	}
 }

@@ -62,7 +62,7 @@ func planRollout(policy *v1alpha1.RolloutPolicy, paused bool, vs v1alpha1.Versio
 		p.Message = fmt.Sprintf("paused by the annotation %s on the ProviderConfig", v1alpha1.AnnotationRolloutPaused)
 		return p, nil
 	}
-	candidates, err := canariesFirst(policy.Canary, pending, p.Updating, kros)
+	candidates, failedCanaries, err := canariesFirst(policy.Canary, pending, p.Updating, p.Failed, kros)
 	if err != nil {
 		return p, err
 	}
@@ -74,6 +74,10 @@ func planRollout(policy *v1alpha1.RolloutPolicy, paused bool, vs v1alpha1.Versio
 	p.Message = fmt.Sprintf("%d of %d Kros run revision %s", p.Updated, len(kros), vs.Revision)
 	if len(p.Updating) > 0 {
 		p.Message += "; updating " + memberList(p.Updating)
+	}
+	if len(failedCanaries) > 0 {
+		p.Message += fmt.Sprintf("; every Kro that is not a canary waits, as canaries failed with revision %s: %s; fix or revert the version's artifacts",
+			vs.Revision, memberList(failedCanaries))
 	}
 	return p, nil
 }
@@ -146,14 +150,16 @@ func maxUnavailable(policy *v1alpha1.RolloutPolicy, n int) int {
 }
 
 // canariesFirst are the Kros to admit next, in order: while a canary is not yet healthy
-// with the revision, only canaries.
-func canariesFirst(sel *metav1.LabelSelector, pending []*v1alpha1.Kro, updating []v1alpha1.RolloutMember, kros []v1alpha1.Kro) ([]*v1alpha1.Kro, error) {
+// with the revision, only canaries. A canary that failed with the revision holds every
+// other Kro back for good (until the revision changes); it is returned among the failed
+// canaries, to be named.
+func canariesFirst(sel *metav1.LabelSelector, pending []*v1alpha1.Kro, updating, failed []v1alpha1.RolloutMember, kros []v1alpha1.Kro) ([]*v1alpha1.Kro, []v1alpha1.RolloutMember, error) {
 	if sel == nil {
-		return pending, nil
+		return pending, nil, nil
 	}
 	s, err := metav1.LabelSelectorAsSelector(sel)
 	if err != nil {
-		return nil, fmt.Errorf("spec.rollout.canary: %w", err)
+		return nil, nil, fmt.Errorf("spec.rollout.canary: %w", err)
 	}
 	var canaries []*v1alpha1.Kro
 	for _, k := range pending {
@@ -162,15 +168,24 @@ func canariesFirst(sel *metav1.LabelSelector, pending []*v1alpha1.Kro, updating 
 		}
 	}
 	waiting := len(canaries) > 0
+	var failedCanaries []v1alpha1.RolloutMember
 	for i := range kros {
-		if s.Matches(labels.Set(kros[i].Labels)) && slices.ContainsFunc(updating, func(m v1alpha1.RolloutMember) bool { return m.Kro == kroKey(&kros[i]) }) {
+		if !s.Matches(labels.Set(kros[i].Labels)) {
+			continue
+		}
+		isKro := func(m v1alpha1.RolloutMember) bool { return m.Kro == kroKey(&kros[i]) }
+		if slices.ContainsFunc(updating, isKro) {
 			waiting = true
+		}
+		if j := slices.IndexFunc(failed, isKro); j >= 0 {
+			waiting = true
+			failedCanaries = append(failedCanaries, failed[j])
 		}
 	}
 	if waiting {
-		return canaries, nil
+		return canaries, failedCanaries, nil
 	}
-	return pending, nil
+	return pending, nil, nil
 }
 
 // runsHealthy: the Kro is Ready, for its current spec, with the revision.

@@ -162,3 +162,41 @@ func TestWithoutRolloutEveryKroChangesAtOnce(t *testing.T) {
 	}
 	g.Expect(versionStatus(g, v.Version).Updating).To(BeEmpty())
 }
+
+// TestAFailedCanaryGatesTheOthers (issue 21, hole 3): under failureThreshold 2 a canary
+// whose upgrade fails does not pause the version, and still no Kro that is not a canary
+// gets the new values; the version's status names the failed canary.
+func TestAFailedCanaryGatesTheOthers(t *testing.T) {
+	g := withClusters(t)
+	ctx := context.Background()
+	kros, v := rolloutKros(t, g)
+	canary := kros[2]
+	g.Expect(onboarding.Client.Patch(ctx, canary, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"ring":"canary"}}}`)))).To(Succeed())
+	setRollout(t, g, &v1alpha1.RolloutPolicy{MaxUnavailable: ptr.To(intstr.FromInt32(2)), FailureThreshold: ptr.To(int32(2)),
+		Canary: &metav1.LabelSelector{MatchLabels: map[string]string{"ring": "canary"}}})
+	before, err := revisionName(providerName, &v)
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, k := range kros {
+		g.Eventually(func(g Gomega) { g.Expect(getKro(g, k).Status.Revision).To(Equal(before)) }, timeout, interval).Should(Succeed())
+	}
+	v.HelmValues = &apiextensionsv1.JSON{Raw: []byte(`{"config":{"logLevel":"debug"}}`)}
+	offerVersion(g, v)
+	g.Eventually(func(g Gomega) {
+		g.Expect(kroNames(versionStatus(g, v.Version).Updating)).To(Equal([]string{client.ObjectKeyFromObject(canary).String()}))
+		g.Expect(valuesOf(g, canary)).To(ContainSubstring("debug"))
+	}, timeout, interval).Should(Succeed())
+
+	// helm-controller fails the canary's upgrade.
+	fluxReady(g, getHelmRelease(g, canary), metav1.ConditionFalse, "Helm upgrade failed: Deployment kro is invalid")
+	g.Eventually(func(g Gomega) {
+		vs := versionStatus(g, v.Version)
+		g.Expect(kroNames(vs.Failed)).To(Equal([]string{client.ObjectKeyFromObject(canary).String()}))
+		g.Expect(vs.Rollout).To(Equal(v1alpha1.RolloutProgressing), "one failure of two allowed")
+		g.Expect(vs.Message).To(ContainSubstring("canaries failed"))
+	}, timeout, interval).Should(Succeed())
+	for _, other := range kros[:2] {
+		g.Consistently(func(g Gomega) { g.Expect(valuesOf(g, other)).To(ContainSubstring(`"info"`)) }).
+			WithTimeout(2 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+	}
+	g.Expect(versionStatus(g, v.Version).Updating).To(BeEmpty())
+}

@@ -108,6 +108,29 @@ func TestRolloutCanariesFirst(t *testing.T) {
 	g.Expect(kroNames(p.Updating)).To(Equal([]string{"ns/a"}), "the others once the canary is healthy")
 }
 
+// TestAFailedCanaryHoldsTheOthersBack (issue 21, hole 3): with failureThreshold above 1
+// a failed canary does not pause the version, but it still gates every Kro that is not
+// a canary, and the message names it.
+func TestAFailedCanaryHoldsTheOthersBack(t *testing.T) {
+	g := NewWithT(t)
+	policy := &v1alpha1.RolloutPolicy{MaxUnavailable: ptr.To(intstr.FromInt32(2)), FailureThreshold: ptr.To(int32(2)),
+		Canary: &metav1.LabelSelector{MatchLabels: map[string]string{"ring": "canary"}}}
+	a, b, z := rolloutKro("a", oldRev, true), rolloutKro("b", oldRev, true), rolloutKro("z", oldRev, true, "ring", "canary")
+	p := plan(g, policy, false, nil, rolloutT0, a, b, z)
+	g.Expect(kroNames(p.Updating)).To(Equal([]string{"ns/z"}))
+
+	z.Status.Phase = v1alpha1.PhaseProgressing
+	z.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionHelmReleaseReady, Status: metav1.ConditionFalse,
+		Reason: v1alpha1.ReasonReleaseFailed, Message: "upgrade failed", LastTransitionTime: metav1.NewTime(rolloutT0.Add(time.Minute))}}
+	for i := 2; i < 5; i++ {
+		p = plan(g, policy, false, &p.VersionStatus, rolloutT0.Add(time.Duration(i)*time.Minute), a, b, z)
+		g.Expect(p.Rollout).To(Equal(v1alpha1.RolloutProgressing), "one failure of two allowed does not pause")
+		g.Expect(kroNames(p.Failed)).To(Equal([]string{"ns/z"}))
+		g.Expect(p.Updating).To(BeEmpty(), "no Kro that is not a canary goes while the canary failed")
+		g.Expect(p.Message).To(ContainSubstring("canaries failed with revision " + newRev + ": ns/z (upgrade failed)"))
+	}
+}
+
 func TestRolloutPausesOnFailureAndAFixResumes(t *testing.T) {
 	g := NewWithT(t)
 	policy := &v1alpha1.RolloutPolicy{MaxUnavailable: ptr.To(intstr.FromInt32(1))}
