@@ -81,8 +81,18 @@ func rolloutKros(t *testing.T, g Gomega) ([]*v1alpha1.Kro, v1alpha1.KroVersion) 
 // version's helmValues. It returns the Kros, the changed version and both revisions.
 func changeUnderRollout(t *testing.T, g Gomega) (kros []*v1alpha1.Kro, v v1alpha1.KroVersion, before, after string) {
 	t.Helper()
+	return changeUnderPolicy(t, g, &v1alpha1.RolloutPolicy{MaxUnavailable: ptr.To(intstr.FromInt32(1))}, nil)
+}
+
+// changeUnderPolicy is changeUnderRollout with a policy of the test's, and prepare, when
+// given, run on the Kros before the policy is set (to label canaries, say).
+func changeUnderPolicy(t *testing.T, g Gomega, policy *v1alpha1.RolloutPolicy, prepare func([]*v1alpha1.Kro)) (kros []*v1alpha1.Kro, v v1alpha1.KroVersion, before, after string) {
+	t.Helper()
 	kros, v = rolloutKros(t, g)
-	setRollout(t, g, &v1alpha1.RolloutPolicy{MaxUnavailable: ptr.To(intstr.FromInt32(1))})
+	if prepare != nil {
+		prepare(kros)
+	}
+	setRollout(t, g, policy)
 	before, err := revisionName(providerName, &v)
 	g.Expect(err).NotTo(HaveOccurred())
 	for _, k := range kros {
@@ -168,19 +178,13 @@ func TestWithoutRolloutEveryKroChangesAtOnce(t *testing.T) {
 // gets the new values; the version's status names the failed canary.
 func TestAFailedCanaryGatesTheOthers(t *testing.T) {
 	g := withClusters(t)
-	ctx := context.Background()
-	kros, v := rolloutKros(t, g)
-	canary := kros[2]
-	g.Expect(onboarding.Client.Patch(ctx, canary, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"ring":"canary"}}}`)))).To(Succeed())
-	setRollout(t, g, &v1alpha1.RolloutPolicy{MaxUnavailable: ptr.To(intstr.FromInt32(2)), FailureThreshold: ptr.To(int32(2)),
-		Canary: &metav1.LabelSelector{MatchLabels: map[string]string{"ring": "canary"}}})
-	before, err := revisionName(providerName, &v)
-	g.Expect(err).NotTo(HaveOccurred())
-	for _, k := range kros {
-		g.Eventually(func(g Gomega) { g.Expect(getKro(g, k).Status.Revision).To(Equal(before)) }, timeout, interval).Should(Succeed())
+	label := func(kros []*v1alpha1.Kro) {
+		g.Expect(onboarding.Client.Patch(context.Background(), kros[2],
+			client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"ring":"canary"}}}`)))).To(Succeed())
 	}
-	v.HelmValues = &apiextensionsv1.JSON{Raw: []byte(`{"config":{"logLevel":"debug"}}`)}
-	offerVersion(g, v)
+	kros, v, _, _ := changeUnderPolicy(t, g, &v1alpha1.RolloutPolicy{MaxUnavailable: ptr.To(intstr.FromInt32(2)), FailureThreshold: ptr.To(int32(2)),
+		Canary: &metav1.LabelSelector{MatchLabels: map[string]string{"ring": "canary"}}}, label)
+	canary := kros[2]
 	g.Eventually(func(g Gomega) {
 		g.Expect(kroNames(versionStatus(g, v.Version).Updating)).To(Equal([]string{client.ObjectKeyFromObject(canary).String()}))
 		g.Expect(valuesOf(g, canary)).To(ContainSubstring("debug"))

@@ -293,6 +293,20 @@ func (h *handOver) removeTenantWork() {
 	h.rgd = nil
 }
 
+// earlierInstalled is where every hand-over spec starts: the provider stopped (and
+// restarted after a failure), the earlier installation of version made on cp, with the
+// tenant's work when asked for, and the Kro as the earlier provider left it, with
+// spec.version kroVersion.
+func earlierInstalled(cp *env.ControlPlane, version string, tenantWork bool, kroVersion string) *handOver {
+	GinkgoHelper()
+	cleanUpAfterFailure(cp)
+	Expect(fe.KillProvider()).To(Succeed())
+	DeferCleanup(restartProviderIfDead)
+	h := newHandOver(cp, version, tenantWork)
+	kroAsEarlierLeftIt(cp, kroVersion)
+	return h
+}
+
 // kroAsEarlierLeftIt creates the Kro the earlier provider served: with the finalizer,
 // whose string is the same as the provider's.
 func kroAsEarlierLeftIt(cp *env.ControlPlane, version string) {
@@ -310,11 +324,7 @@ func handOverSpecs(a func() *env.ControlPlane) {
 		row := startRow("The earlier provider's installation (v0.9.4, kro installed by its HelmRelease) with an RGD and two instances; this provider started",
 			"one HelmRelease drives the release at every look; RGD, CRD, instances, kro's Deployment and the release's first revision keep their UIDs; Ready; the earlier objects removed, its copies adopted; nothing orphaned after the deletion")
 		cp := a()
-		cleanUpAfterFailure(cp)
-		Expect(fe.KillProvider()).To(Succeed())
-		DeferCleanup(restartProviderIfDead)
-		h := newHandOver(cp, "v0.9.4", true)
-		kroAsEarlierLeftIt(cp, "v0.9.4")
+		h := earlierInstalled(cp, "v0.9.4", true, "v0.9.4")
 		Expect(fe.RestartProvider(suiteCtx)).To(Succeed())
 		started := time.Now()
 		took := waitUntil(3*time.Minute, poll, func(g Gomega) { h.finished(g, "0.9.4") })
@@ -330,11 +340,7 @@ func handOverSpecs(a func() *env.ControlPlane) {
 		row := startRow("The hand-over with the provider SIGKILLed at each step it could be caught in, and restarted",
 			"the hand-over finishes after every restart: one HelmRelease drives the release at every look, the release is never reinstalled; nothing orphaned")
 		cp := a()
-		cleanUpAfterFailure(cp)
-		Expect(fe.KillProvider()).To(Succeed())
-		DeferCleanup(restartProviderIfDead)
-		h := newHandOver(cp, "v0.9.4", false)
-		kroAsEarlierLeftIt(cp, "v0.9.4")
+		h := earlierInstalled(cp, "v0.9.4", false, "v0.9.4")
 		started := time.Now()
 		last := 0
 		for last < 4 {
@@ -363,11 +369,7 @@ func handOverSpecs(a func() *env.ControlPlane) {
 		row := startRow("The earlier provider's installation of a Kro whose version (v0.8.0) is not on offer; then the Kro deleted with an RGD on the ControlPlane",
 			"the earlier installation is left running and HandOver says so; the deletion is guarded, Flux uninstalls kro through the earlier HelmRelease; nothing orphaned, the earlier objects included")
 		cp := a()
-		cleanUpAfterFailure(cp)
-		Expect(fe.KillProvider()).To(Succeed())
-		DeferCleanup(restartProviderIfDead)
-		h := newHandOver(cp, "v0.9.3", true)
-		kroAsEarlierLeftIt(cp, "v0.8.0")
+		h := earlierInstalled(cp, "v0.9.3", true, "v0.8.0")
 		Expect(fe.RestartProvider(suiteCtx)).To(Succeed())
 		waitUntil(time.Minute, poll, func(g Gomega) {
 			kro := getKroOf(g, cp)
@@ -398,11 +400,7 @@ func handOverSpecs(a func() *env.ControlPlane) {
 		row := startRow("The earlier provider's installation of a Kro already being deleted when this provider starts",
 			"the deletion finishes through the earlier HelmRelease (Flux uninstalls kro); the provider's own objects are never made; nothing orphaned, the earlier objects included")
 		cp := a()
-		cleanUpAfterFailure(cp)
-		Expect(fe.KillProvider()).To(Succeed())
-		DeferCleanup(restartProviderIfDead)
-		h := newHandOver(cp, "v0.9.4", false)
-		kroAsEarlierLeftIt(cp, "v0.9.4")
+		h := earlierInstalled(cp, "v0.9.4", false, "v0.9.4")
 		guard := guardFinalizer(cp)
 		Expect(fe.Onboarding.Client.Delete(suiteCtx, kroOf(cp))).To(Succeed())
 		Expect(fe.RestartProvider(suiteCtx)).To(Succeed())
