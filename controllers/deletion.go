@@ -121,7 +121,7 @@ func (r *KroReconciler) uninstalling(ctx context.Context, s *scope, hr *helmv2.H
 			msg = fmt.Sprintf("%s; %d ResourceGraphDefinitions created since it began will be orphaned, as kro no longer runs to manage them: %s; delete them on the ControlPlane",
 				msg, len(names), listNames(names))
 		}
-		if failed := fluxUninstallError(hr); failed != "" && findCondition(hr.Status.Conditions, v1alpha1.ConditionReady).Reason == helmv2.UninstallFailedReason {
+		if reason, failed := fluxUninstallError(hr); reason == helmv2.UninstallFailedReason {
 			s.obs.blocked(v1alpha1.ReasonUninstallStuck, fmt.Sprintf("%s: %s; it goes on by itself once Flux succeeds",
 				uninstallBegan(hr), failed))
 			return nil
@@ -135,7 +135,7 @@ func (r *KroReconciler) uninstalling(ctx context.Context, s *scope, hr *helmv2.H
 		}
 		// The kubeconfig is there but the ControlPlane does not answer: Flux cannot
 		// finish, and nothing is done until it can.
-		failed := fluxUninstallError(hr)
+		_, failed := fluxUninstallError(hr)
 		if failed == "" {
 			failed = "Flux has not reported an error yet"
 		}
@@ -155,14 +155,14 @@ func uninstallBegan(hr *helmv2.HelmRelease) string {
 }
 
 // fluxUninstallError is what helm-controller reports about a HelmRelease being deleted
-// whose Ready condition is False: "Flux says: <reason>: <message>", or "" when it reports
-// no failure.
-func fluxUninstallError(hr *helmv2.HelmRelease) string {
+// whose Ready condition is False: its reason, and "Flux says: <reason>: <message>"; both
+// "" when it reports no failure.
+func fluxUninstallError(hr *helmv2.HelmRelease) (reason, text string) {
 	c := findCondition(hr.Status.Conditions, v1alpha1.ConditionReady)
 	if c == nil || c.Status != metav1.ConditionFalse {
-		return ""
+		return "", ""
 	}
-	return fmt.Sprintf("Flux says: %s: %s", c.Reason, shortenMessage(c.Message))
+	return c.Reason, fmt.Sprintf("Flux says: %s: %s", c.Reason, shortenMessage(c.Message))
 }
 
 // finishDeletion runs once no HelmRelease is left: kro was never installed, or Flux has
@@ -369,7 +369,7 @@ func (r *KroReconciler) removeLeftovers(ctx context.Context, s *scope, access *C
 		}
 	}
 	if s.earlier.found() {
-		if err := r.removeEarlier(ctx, s, true); err != nil {
+		if err := r.removeEarlier(ctx, s); err != nil {
 			return err
 		}
 	}

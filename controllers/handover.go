@@ -140,10 +140,8 @@ func (r *KroReconciler) suspendEarlier(ctx context.Context, s *scope) (result, e
 		s.requeue(handOverRecheck)
 		return waiting, nil
 	}
-	orig := hr.DeepCopy()
-	hr.Spec.Suspend = true
-	if err := r.Platform.Patch(ctx, hr, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), clusters.FieldOwner); err != nil {
-		return proceed, fmt.Errorf("suspending the earlier provider's HelmRelease %s/%s: %w", hr.Namespace, hr.Name, err)
+	if err := r.setSuspend(ctx, hr, true); err != nil {
+		return proceed, err
 	}
 	r.Recorder.Eventf(s.kro, nil, corev1.EventTypeNormal, v1alpha1.ReasonHandingOver, "HandOver",
 		"suspended the earlier provider's HelmRelease %s/%s, so that only the provider's HelmRelease drives the Helm release %s in %s on the ControlPlane; it takes the release over in place, without an uninstall",
@@ -164,7 +162,7 @@ func (r *KroReconciler) finishHandOver(ctx context.Context, s *scope) (result, e
 			ReleaseName, s.earlier.names()))
 		return proceed, nil
 	}
-	if err := r.removeEarlier(ctx, s, true); err != nil {
+	if err := r.removeEarlier(ctx, s); err != nil {
 		return proceed, err
 	}
 	s.obs.set(v1alpha1.ConditionHandOver, metav1.ConditionTrue, v1alpha1.ReasonHandingOver, fmt.Sprintf(
@@ -184,10 +182,9 @@ func (r *KroReconciler) handOverComplete(s *scope) {
 
 // removeEarlier deletes what the earlier provider left, in a safe order: the image pull
 // secret copies the provider did not adopt (while its HelmRelease still names them), the
-// HelmRelease (suspended: Flux lets it go without an uninstall, unless uninstall is
-// asked for), the chart pull secret copy and the AccessRequest with its secret (while the
+// HelmRelease (only when suspended: Flux lets it go without an uninstall), the chart pull secret copy and the AccessRequest with its secret (while the
 // OCIRepository still names them), and the OCIRepository last.
-func (r *KroReconciler) removeEarlier(ctx context.Context, s *scope, suspended bool) error {
+func (r *KroReconciler) removeEarlier(ctx context.Context, s *scope) error {
 	e := s.earlier
 	if hr := e.release; hr != nil {
 		if s.access != nil {
@@ -195,7 +192,7 @@ func (r *KroReconciler) removeEarlier(ctx context.Context, s *scope, suspended b
 				return err
 			}
 		}
-		if suspended && !hr.Spec.Suspend {
+		if !hr.Spec.Suspend {
 			return fmt.Errorf("the earlier provider's HelmRelease %s/%s is not suspended; it is not deleted, as Flux would uninstall kro", hr.Namespace, hr.Name)
 		}
 		if err := r.deleteExactly(ctx, hr, "the earlier provider's HelmRelease"); err != nil {
@@ -357,12 +354,8 @@ func (r *KroReconciler) earlierReleaseForDeletion(ctx context.Context, s *scope,
 	if !hr.DeletionTimestamp.IsZero() {
 		return own, nil
 	}
-	if !hr.Spec.Suspend {
-		orig := hr.DeepCopy()
-		hr.Spec.Suspend = true
-		if err := r.Platform.Patch(ctx, hr, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), clusters.FieldOwner); err != nil {
-			return nil, fmt.Errorf("suspending the earlier provider's HelmRelease %s/%s: %w", hr.Namespace, hr.Name, err)
-		}
+	if err := r.setSuspend(ctx, hr, true); err != nil {
+		return nil, err
 	}
 	return own, r.deleteExactly(ctx, hr, "the earlier provider's HelmRelease")
 }
@@ -380,13 +373,19 @@ func (r *KroReconciler) uninstallEarlier(ctx context.Context, s *scope, hr *helm
 			return err
 		}
 	}
-	if !hr.Spec.Suspend {
+	return r.setSuspend(ctx, hr, false)
+}
+
+// setSuspend suspends or resumes the earlier provider's HelmRelease, if it is not so
+// already, with an optimistic lock: a change since it was read fails this round.
+func (r *KroReconciler) setSuspend(ctx context.Context, hr *helmv2.HelmRelease, suspend bool) error {
+	if hr.Spec.Suspend == suspend {
 		return nil
 	}
 	orig := hr.DeepCopy()
-	hr.Spec.Suspend = false
+	hr.Spec.Suspend = suspend
 	if err := r.Platform.Patch(ctx, hr, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), clusters.FieldOwner); err != nil {
-		return fmt.Errorf("resuming the earlier provider's HelmRelease %s/%s for its uninstall: %w", hr.Namespace, hr.Name, err)
+		return fmt.Errorf("setting suspend=%t on the earlier provider's HelmRelease %s/%s: %w", suspend, hr.Namespace, hr.Name, err)
 	}
 	return nil
 }

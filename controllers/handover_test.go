@@ -56,6 +56,13 @@ func kroWithFinalizer(g Gomega, namespace, name, version string) *v1alpha1.Kro {
 	return k
 }
 
+// letGo removes the stand-in for helm-controller's finalizer, as helm-controller does once
+// it has uninstalled (or, suspended, let go of) a release.
+func letGo(g Gomega, hr *helmv2.HelmRelease) {
+	controllerutil.RemoveFinalizer(hr, playFluxFinalizer)
+	g.Expect(platform.Client.Update(context.Background(), hr)).To(Succeed())
+}
+
 func earlierRelease(e testenv.EarlierInstallation) (*helmv2.HelmRelease, error) {
 	hr := e.HelmRelease()
 	err := platform.Client.Get(context.Background(), client.ObjectKeyFromObject(hr), hr)
@@ -123,8 +130,7 @@ func TestHandOverFromEarlierProvider(t *testing.T) {
 		g.Expect(old.Spec.Suspend).To(BeTrue())
 	}, timeout, interval).Should(Succeed())
 	old, _ := earlierRelease(e)
-	controllerutil.RemoveFinalizer(old, playFluxFinalizer)
-	g.Expect(platform.Client.Update(ctx, old)).To(Succeed())
+	letGo(g, old)
 
 	for _, o := range []client.Object{e.HelmRelease(), e.OCIRepository(), e.AccessRequest(ns), e.AccessSecret(), e.ChartSecretCopy()} {
 		eventuallyGone(g, platform.Client, o)
@@ -209,8 +215,7 @@ func TestDeletionOfAnEarlierInstallation(t *testing.T) {
 	}, timeout, interval).Should(Succeed())
 	eventuallyGone(g, controlPlane.Client, e.ImageSecretCopies()[0])
 	old, _ = earlierRelease(e)
-	controllerutil.RemoveFinalizer(old, playFluxFinalizer)
-	g.Expect(platform.Client.Update(ctx, old)).To(Succeed())
+	letGo(g, old)
 
 	eventuallyGone(g, onboarding.Client, k)
 	for _, o := range []client.Object{e.HelmRelease(), e.OCIRepository(), e.AccessRequest(ns), e.AccessSecret(), e.ChartSecretCopy()} {
@@ -259,8 +264,7 @@ func TestStuckUninstallIsBlocked(t *testing.T) {
 	access.Data[KubeconfigKey] = controlPlane.Kubeconfig
 	g.Expect(platform.Client.Update(ctx, access)).To(Succeed())
 	hr = getHelmRelease(g, k)
-	controllerutil.RemoveFinalizer(hr, playFluxFinalizer)
-	g.Expect(platform.Client.Update(ctx, hr)).To(Succeed())
+	letGo(g, hr)
 	eventuallyGone(g, onboarding.Client, k)
 }
 
