@@ -69,6 +69,9 @@ func (r *KroReconciler) observeControlPlane(ctx context.Context, s *scope) (resu
 // readiness; the Kro is Ready only when the HelmRelease is.
 func (r *KroReconciler) reconcileHelmRelease(ctx context.Context, s *scope) (result, error) {
 	hr := newHelmRelease(s.kro, r.ProviderName, s.tenantNamespace, s.version, s.access.Kubeconfig, s.pollInterval)
+	if err := s.record.annotate(hr); err != nil {
+		return proceed, err
+	}
 	owned, err := applyOwned(ctx, r.Platform, r.PlatformReader, hr, &helmv2.HelmRelease{})
 	if err != nil {
 		return proceed, fmt.Errorf("applying HelmRelease %s/%s: %w", hr.Namespace, hr.Name, err)

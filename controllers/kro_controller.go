@@ -97,6 +97,8 @@ type scope struct {
 	chartSecret  string
 	imageSecrets []string
 	access       *ControlPlaneAccess
+	// record is what the HelmRelease records of the rollout (admission.go).
+	record releaseRecord
 	// requeueAfter, when set, brings the Kro back sooner than the poll: a deletion that
 	// rechecks instances or waits for the end of a grace period.
 	requeueAfter time.Duration

@@ -6,8 +6,10 @@ import (
 	"strings"
 	"time"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
@@ -63,6 +65,10 @@ type providerConfigObservation struct {
 	// problems are the versions' pull secret problems, in the order of spec.versions.
 	problems []secretProblem
 	kros     []v1alpha1.Kro
+	// records are what the Kros' HelmReleases record of the rollouts (admission.go).
+	records map[string]releaseRecord
+	// versionOf is the version of each kept revision, by its name.
+	versionOf map[string]string
 	// now is when the observation was made: the start of a health timeout.
 	now time.Time
 }
@@ -95,6 +101,9 @@ func (r *ProviderConfigReconciler) SetupWithManager(mgr ctrl.Manager, platform c
 		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &v1alpha1.ProviderConfig{}, toProviderConfig, ownConfig)).
 		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &corev1.Secret{}, toProviderConfig, sourceSecrets)).
 		Watches(&v1alpha1.Kro{}, toProviderConfig, builder.WithPredicates(kroCountChanged{})).
+		// A HelmRelease's record of the rollout (admission.go): a Kro that got the
+		// revision while unavailable is done once its HelmRelease carries it.
+		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &helmv2.HelmRelease{}, toProviderConfig, recordChanged{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
 		Complete(r)
 }
@@ -140,6 +149,22 @@ func rgdsReady(k *v1alpha1.Kro) int32 {
 
 func (kroCountChanged) Generic(event.GenericEvent) bool { return false }
 
+// recordChanged lets through a change of what a HelmRelease records of a rollout.
+type recordChanged struct{ predicate.Funcs }
+
+func (recordChanged) Update(e event.UpdateEvent) bool {
+	o, n := e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations()
+	for _, k := range []string{v1alpha1.AnnotationRevision, v1alpha1.AnnotationRolloutAdmission, v1alpha1.AnnotationRolloutFailed} {
+		if o[k] != n[k] {
+			return true
+		}
+	}
+	return false
+}
+
+func (recordChanged) Create(event.CreateEvent) bool   { return false }
+func (recordChanged) Generic(event.GenericEvent) bool { return false }
+
 // Reconcile computes the ProviderConfig's status and patches it when it differs from
 // what is there, with an event when Ready changes.
 func (r *ProviderConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -170,7 +195,13 @@ func (r *ProviderConfigReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	}
 	base := pc.DeepCopy()
 	pc.Status = updated
-	if err := r.Platform.Status().Patch(ctx, pc, client.MergeFrom(base), clusters.FieldOwner); err != nil {
+	// The patch carries the resourceVersion the status was computed from: a replica whose
+	// cache is older than the last write (it took the key over, say) must not overwrite
+	// the rollout's state with its own stale view. It tries again once its cache caught up.
+	if err := r.Platform.Status().Patch(ctx, pc, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}), clusters.FieldOwner); err != nil {
+		if apierrors.IsConflict(err) {
+			return ctrl.Result{RequeueAfter: time.Second}, nil
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	events := rolloutEvents(base.Status.Versions, updated.Versions)
@@ -217,10 +248,17 @@ func (r *ProviderConfigReconciler) observe(ctx context.Context, pc *v1alpha1.Pro
 		}
 	}
 	list := &v1alpha1.KroList{}
-	if err := r.Onboarding.List(ctx, list); err != nil {
+	err := r.Onboarding.List(ctx, list)
+	if err != nil {
 		return obs, fmt.Errorf("listing Kros: %w", err)
 	}
 	obs.kros = list.Items
+	if obs.records, err = r.releaseRecords(ctx); err != nil {
+		return obs, err
+	}
+	if obs.versionOf, err = r.keptVersions(ctx, pc); err != nil {
+		return obs, err
+	}
 	obs.now = time.Now()
 	return obs, nil
 }
@@ -305,7 +343,8 @@ func planRollouts(pc *v1alpha1.ProviderConfig, obs providerConfigObservation, ve
 				on = append(on, k)
 			}
 		}
-		plan, err := planRollout(pc.Spec.Rollout, paused, *vs, prev, on, obs.now)
+		view := rolloutView{kros: on, records: obs.records, versionOf: obs.versionOf}
+		plan, err := planRollout(pc.Spec.Rollout, paused, *vs, prev, view, obs.now)
 		if err != nil {
 			vs.Message = shortenMessage(err.Error())
 			continue

@@ -158,3 +158,24 @@ func (r *ProviderConfigReconciler) keepRevisions(ctx context.Context, pc *v1alph
 	}
 	return nil
 }
+
+// keptVersions is the version of every revision kept in the provider's namespace, by
+// the revision's name. A revision's label carries the version shortened for a label,
+// so it is matched against the versions on offer; one that matches none is left out.
+func (r *ProviderConfigReconciler) keptVersions(ctx context.Context, pc *v1alpha1.ProviderConfig) (map[string]string, error) {
+	list := &appsv1.ControllerRevisionList{}
+	if err := r.Platform.List(ctx, list, client.InNamespace(r.PodNamespace), client.MatchingLabels{v1alpha1.LabelProvider: r.ProviderName}); err != nil {
+		return nil, fmt.Errorf("listing ControllerRevisions: %w", err)
+	}
+	byLabel := map[string]string{}
+	for _, v := range pc.Spec.Versions {
+		byLabel[labelValue(v.Version)] = v.Version
+	}
+	out := make(map[string]string, len(list.Items))
+	for _, cr := range list.Items {
+		if v, ok := byLabel[cr.Labels[v1alpha1.LabelVersion]]; ok {
+			out[cr.Name] = v
+		}
+	}
+	return out, nil
+}

@@ -16,33 +16,63 @@ import (
 )
 
 // A rollout moves the Kros of one version to the version's current revision a few at a
-// time. The ProviderConfig's status is its only state: the Kros it admitted (updating),
-// those that failed, and the revision they are admitted to. The Kro reconciler reads the
-// admissions (chooseRevision); this file decides them, purely, from the Kros' status.
+// time. The decisions are written to the ProviderConfig's status (updating, failed) and
+// recorded on each Kro's HelmRelease (admission.go), from which they are rebuilt when the
+// status is lost. The Kro reconciler reads the admissions (chooseRevision); this file
+// decides them, purely, from the Kros' status and their records.
+//
+// Admission follows a Deployment's rolling update: every Kro of the version that is not
+// available (Ready for its current spec) counts against maxUnavailable, whether it is
+// being updated or was unavailable before (its ControlPlane stopped, its release failing).
+// Kros that were unavailable are updated last, or once they recover, and never count as
+// failures of the revision. A Kro that got the version without an admission (a new
+// one, or a tenant's change of spec.version) is no admission either.
 
 const (
 	defaultHealthTimeout    = 10 * time.Minute
 	defaultFailureThreshold = 1
 )
 
+// rolloutView is what the cluster says of a version's Kros.
+type rolloutView struct {
+	kros []v1alpha1.Kro
+	// records are what the Kros' HelmReleases record, by the Kro's "namespace/name".
+	records map[string]releaseRecord
+	// versionOf is the version of each revision that is kept, by the revision's name.
+	versionOf map[string]string
+}
+
 // rolloutPlan is one version's rollout as it stands after this reconcile.
 type rolloutPlan struct {
 	v1alpha1.VersionStatus
 	// recheckIn is when a health timeout of an updating Kro ends (0: none).
 	recheckIn time.Duration
+	// unavailable counts the Kros that are not available and neither updating nor
+	// waiting: failed ones, those given the revision while unavailable, new ones.
+	unavailable int
+	// handedUnavailable are the Kros given the revision while unavailable.
+	handedUnavailable []string
+	// waiting are the Kros that run an older revision of the version: available ones
+	// first, then unavailable ones, each in name order.
+	waiting []*v1alpha1.Kro
+	// firstUnavailable is the index in waiting of the first unavailable Kro.
+	firstUnavailable int
+	// budgetSpent: an available Kro waits because maxUnavailable is reached.
+	budgetSpent bool
 }
 
 // planRollout decides one version's rollout: which updating Kros became healthy or
 // failed, and which Kros are admitted next. vs carries the version's counts; prev is the
-// version's status as the last reconcile left it; kros are the Kros on the version.
-func planRollout(policy *v1alpha1.RolloutPolicy, paused bool, vs v1alpha1.VersionStatus, prev *v1alpha1.VersionStatus, kros []v1alpha1.Kro, now time.Time) (rolloutPlan, error) {
+// version's status as the last reconcile left it (nil: none, or lost).
+func planRollout(policy *v1alpha1.RolloutPolicy, paused bool, vs v1alpha1.VersionStatus, prev *v1alpha1.VersionStatus, view rolloutView, now time.Time) (rolloutPlan, error) {
 	p := rolloutPlan{VersionStatus: vs}
 	p.Updated, p.Updating, p.Failed, p.Message = 0, nil, nil, ""
+	kros := view.kros
 	slices.SortFunc(kros, func(a, b v1alpha1.Kro) int {
 		return strings.Compare(kroKey(&a), kroKey(&b))
 	})
 	timeout, threshold := rolloutLimits(policy)
-	pending := p.sortOut(policy != nil, prev, kros, timeout, now)
+	p.sortOut(policy != nil, prev, view, timeout, now)
 	if policy == nil {
 		p.Rollout = v1alpha1.RolloutProgressing
 		if int(p.Updated) == len(kros) {
@@ -62,73 +92,212 @@ func planRollout(policy *v1alpha1.RolloutPolicy, paused bool, vs v1alpha1.Versio
 		p.Message = fmt.Sprintf("paused by the annotation %s on the ProviderConfig", v1alpha1.AnnotationRolloutPaused)
 		return p, nil
 	}
-	candidates, failedCanaries, err := canariesFirst(policy.Canary, pending, p.Updating, p.Failed, kros)
+	candidates, failedCanaries, err := canariesFirst(policy.Canary, p.waiting, p.Updating, p.Failed, kros)
 	if err != nil {
 		return p, err
 	}
-	p.admit(candidates, maxUnavailable(policy, len(kros)), timeout, now)
+	most := maxUnavailable(policy, len(kros))
+	p.admit(candidates, most, timeout, now)
 	p.Rollout = v1alpha1.RolloutProgressing
-	if len(p.Updating) == 0 && len(p.Failed) == 0 && int(p.Updated) == len(kros) {
+	if len(p.Updating) == 0 && len(p.Failed) == 0 && int(p.Updated)+len(p.handedUnavailable) == len(kros) {
 		p.Rollout = v1alpha1.RolloutComplete
 	}
-	p.Message = fmt.Sprintf("%d of %d Kros run revision %s", p.Updated, len(kros), vs.Revision)
-	if len(p.Updating) > 0 {
-		p.Message += "; updating " + memberList(p.Updating)
-	}
-	if len(failedCanaries) > 0 {
-		p.Message += fmt.Sprintf("; every Kro that is not a canary waits, as canaries failed with revision %s: %s; fix or revert the version's artifacts",
-			vs.Revision, memberList(failedCanaries))
-	}
+	p.Message = p.progress(len(kros), most, failedCanaries)
 	return p, nil
 }
 
-// sortOut counts the Kros that run the revision healthily, carries the updating ones
-// over (or fails them) and keeps the failed ones, and returns the Kros waiting to be
-// admitted: those that run an older revision, when there is a policy to admit them.
-// Admissions to another revision than the version's current one are void.
-func (p *rolloutPlan) sortOut(throttled bool, prev *v1alpha1.VersionStatus, kros []v1alpha1.Kro, timeout time.Duration, now time.Time) []*v1alpha1.Kro {
-	updating, failed := map[string]v1alpha1.RolloutMember{}, map[string]v1alpha1.RolloutMember{}
-	if prev != nil && prev.Revision == p.Revision {
-		for _, m := range prev.Updating {
-			updating[m.Kro] = m
-		}
-		for _, m := range prev.Failed {
-			failed[m.Kro] = m
-		}
+// progress says how far the rollout is and what it waits for.
+func (p *rolloutPlan) progress(kros, most int, failedCanaries []v1alpha1.RolloutMember) string {
+	msg := fmt.Sprintf("%d of %d Kros run revision %s", p.Updated, kros, p.Revision)
+	if len(p.Updating) > 0 {
+		msg += "; updating " + memberList(p.Updating)
 	}
-	var pending []*v1alpha1.Kro
-	for i := range kros {
-		k := &kros[i]
-		m, isUpdating := updating[kroKey(k)]
-		switch {
-		case runsHealthy(k, p.Revision) && (!isUpdating || k.Status.ResourceGraphDefinitions == nil ||
-			k.Status.ResourceGraphDefinitions.Ready >= m.RGDsReady):
-			p.Updated++
-		case isUpdating:
-			if reason := failure(k, m, timeout, now); reason != "" {
-				m.Reason = reason
-				p.Failed = append(p.Failed, m)
-				continue
-			}
-			p.Updating = append(p.Updating, m)
-			p.recheck(max(timeout-now.Sub(m.Since.Time), time.Second))
-		case failed[kroKey(k)].Kro != "":
-			p.Failed = append(p.Failed, failed[kroKey(k)])
-		case k.Status.Revision != "" && throttled:
-			pending = append(pending, k)
-		}
+	if p.budgetSpent {
+		msg += fmt.Sprintf("; the next Kros wait: %d of at most %d (maxUnavailable) are unavailable", p.unavailableNow(), most)
 	}
-	return pending
+	if n := len(p.waiting) - p.firstUnavailable; n > 0 {
+		msg += fmt.Sprintf("; %d Kros that are unavailable are updated last, or once they recover: %s", n, kroList(p.waiting[p.firstUnavailable:]))
+	}
+	if len(p.handedUnavailable) > 0 {
+		msg += fmt.Sprintf("; %d Kros got the revision while unavailable, which counts as no failure: %s", len(p.handedUnavailable), nameList(p.handedUnavailable))
+	}
+	if len(failedCanaries) > 0 {
+		msg += fmt.Sprintf("; every Kro that is not a canary waits, as canaries failed with revision %s: %s; fix or revert the version's artifacts",
+			p.Revision, memberList(failedCanaries))
+	}
+	return msg
 }
 
-// admit admits candidates, in order, while fewer than most are updating.
+// sortOut counts the Kros that run the revision healthily, carries the updating ones
+// over (or fails them), keeps the failed ones, and collects the Kros waiting to be
+// admitted: those that run an older revision of the version, when there is a policy to
+// admit them. What the previous status does not say (it was lost) comes from the Kros'
+// records. Admissions to another revision than the version's current one are void.
+func (p *rolloutPlan) sortOut(throttled bool, prev *v1alpha1.VersionStatus, view rolloutView, timeout time.Duration, now time.Time) {
+	known := knownMembers(prev, p.Revision)
+	var available, unavailable []*v1alpha1.Kro
+	for i := range view.kros {
+		k := &view.kros[i]
+		rec := view.records[kroKey(k)]
+		if p.settle(k, known.of(k, rec, p.Revision), rec, timeout, now) {
+			continue
+		}
+		switch {
+		case throttled && view.waits(k, rec, p.Version, p.Revision):
+			if availableKro(k) {
+				available = append(available, k)
+			} else {
+				unavailable = append(unavailable, k)
+			}
+		case !availableKro(k):
+			p.unavailable++
+		}
+	}
+	p.waiting, p.firstUnavailable = append(available, unavailable...), len(available)
+}
+
+// membership is what the rollout knows of one Kro: admitted (updating), failed, or
+// neither.
+type membership struct {
+	updating, failed *v1alpha1.RolloutMember
+}
+
+// baseline is the member that holds the Kro's health at its admission, if any.
+func (ms membership) baseline() *v1alpha1.RolloutMember {
+	if ms.failed != nil {
+		return ms.failed
+	}
+	return ms.updating
+}
+
+// members are the updating and failed Kros of the previous status, by key.
+type members struct {
+	updating, failed map[string]v1alpha1.RolloutMember
+}
+
+func knownMembers(prev *v1alpha1.VersionStatus, revision string) members {
+	ms := members{map[string]v1alpha1.RolloutMember{}, map[string]v1alpha1.RolloutMember{}}
+	if prev != nil && prev.Revision == revision {
+		for _, m := range prev.Updating {
+			ms.updating[m.Kro] = m
+		}
+		for _, m := range prev.Failed {
+			ms.failed[m.Kro] = m
+		}
+	}
+	return ms
+}
+
+// of is the Kro's membership: from the previous status, or else from its record. A
+// record stands for a lost status only while the Kro has not yet been Ready with the
+// revision; after that it is done with it.
+func (ms members) of(k *v1alpha1.Kro, rec releaseRecord, revision string) membership {
+	key, done := kroKey(k), k.Status.Revision == revision
+	var out membership
+	if m, ok := ms.updating[key]; ok {
+		out.updating = &m
+	} else if !done && rec.admittedTo(revision) {
+		m := rec.member(key)
+		out.updating = &m
+	}
+	if m, ok := ms.failed[key]; ok {
+		out.failed = &m
+	} else if !done && rec.failedWith(revision) {
+		m := rec.member(key)
+		out.failed = &m
+	}
+	return out
+}
+
+// settle places a Kro the rollout knows of, or one that runs the revision healthily,
+// and tells whether it did.
+func (p *rolloutPlan) settle(k *v1alpha1.Kro, ms membership, rec releaseRecord, timeout time.Duration, now time.Time) bool {
+	base := ms.baseline()
+	switch {
+	case runsHealthy(k, p.Revision) && (base == nil || k.Status.ResourceGraphDefinitions == nil ||
+		k.Status.ResourceGraphDefinitions.Ready >= base.RGDsReady):
+		p.Updated++
+	case ms.failed != nil:
+		p.Failed = append(p.Failed, *ms.failed)
+		p.unavailable++
+	case ms.updating == nil:
+		return false
+	case ms.updating.Unavailable && rec.Revision == p.Revision:
+		// It has the revision; that it is still unavailable says nothing of the revision.
+		p.handedUnavailable = append(p.handedUnavailable, ms.updating.Kro)
+		p.unavailable++
+	case ms.updating.Unavailable:
+		// Admitted while unavailable, it waits for its HelmRelease to be applied (its
+		// ControlPlane to answer, say) and cannot fail the revision.
+		p.Updating = append(p.Updating, *ms.updating)
+	default:
+		m := *ms.updating
+		if reason := failure(k, m, timeout, now); reason != "" {
+			m.Reason = reason
+			p.Failed = append(p.Failed, m)
+			p.unavailable++
+			return true
+		}
+		p.Updating = append(p.Updating, m)
+		p.recheck(max(timeout-now.Sub(m.Since.Time), time.Second))
+	}
+	return true
+}
+
+// waits tells whether a Kro runs an older revision of the version, kept as a
+// ControllerRevision: the rollout admits it to the current one. A Kro that runs no
+// revision yet, or one of another version (its tenant changed spec.version), takes the
+// current revision without an admission, and so does one that was Ready with the
+// current revision before (a revert returns it there).
+func (v rolloutView) waits(k *v1alpha1.Kro, rec releaseRecord, version, revision string) bool {
+	running := rec.Revision
+	if running == "" {
+		running = k.Status.Revision
+	}
+	return running != "" && running != revision && k.Status.Revision != revision && v.versionOf[running] == version
+}
+
+// availableKro: the Kro is Ready for its current spec.
+func availableKro(k *v1alpha1.Kro) bool {
+	return k.Status.Phase == v1alpha1.PhaseReady && k.Status.ObservedGeneration == k.Generation
+}
+
+// unavailableNow is how many Kros of the version are not available now: updating,
+// failed, waiting while unavailable, and the others that are not Ready.
+func (p *rolloutPlan) unavailableNow() int {
+	n := len(p.Updating) + p.unavailable
+	for _, k := range p.waiting[p.firstUnavailable:] {
+		if !slices.ContainsFunc(p.Updating, func(m v1alpha1.RolloutMember) bool { return m.Kro == kroKey(k) }) {
+			n++
+		}
+	}
+	return n
+}
+
+// admit admits candidates, in order: an available Kro while fewer than most Kros are
+// unavailable; an unavailable one, which costs no availability, once no available Kro
+// waits or is updating.
 func (p *rolloutPlan) admit(candidates []*v1alpha1.Kro, most int, timeout time.Duration, now time.Time) {
+	busy := p.unavailableNow()
 	for _, k := range candidates {
-		if len(p.Updating) >= most {
+		if !availableKro(k) {
+			continue
+		}
+		if busy >= most {
+			p.budgetSpent = true
 			return
 		}
 		p.Updating = append(p.Updating, v1alpha1.RolloutMember{Kro: kroKey(k), Since: metav1.NewTime(now), RGDsReady: rgdsReady(k)})
 		p.recheck(timeout)
+		busy++
+	}
+	if slices.ContainsFunc(p.Updating, func(m v1alpha1.RolloutMember) bool { return !m.Unavailable }) {
+		return
+	}
+	for _, k := range candidates {
+		if !availableKro(k) {
+			p.Updating = append(p.Updating, v1alpha1.RolloutMember{Kro: kroKey(k), Since: metav1.NewTime(now), RGDsReady: rgdsReady(k), Unavailable: true})
+		}
 	}
 }
 
@@ -174,7 +343,7 @@ func canariesFirst(sel *metav1.LabelSelector, pending []*v1alpha1.Kro, updating,
 			continue
 		}
 		isKro := func(m v1alpha1.RolloutMember) bool { return m.Kro == kroKey(&kros[i]) }
-		if slices.ContainsFunc(updating, isKro) {
+		if slices.ContainsFunc(updating, func(m v1alpha1.RolloutMember) bool { return isKro(m) && !m.Unavailable }) {
 			waiting = true
 		}
 		if j := slices.IndexFunc(failed, isKro); j >= 0 {
@@ -231,6 +400,18 @@ func memberList(ms []v1alpha1.RolloutMember) string {
 		}
 		names = append(names, m.Kro)
 	}
+	return nameList(names)
+}
+
+func kroList(kros []*v1alpha1.Kro) string {
+	names := make([]string, 0, len(kros))
+	for _, k := range kros {
+		names = append(names, kroKey(k))
+	}
+	return nameList(names)
+}
+
+func nameList(names []string) string {
 	const most = 5
 	if len(names) > most {
 		return strings.Join(names[:most], ", ") + fmt.Sprintf(" and %d more", len(names)-most)

@@ -60,12 +60,14 @@ func valuesOf(g Gomega, k *v1alpha1.Kro) string {
 	return string(hr.Spec.Values.Raw)
 }
 
+// rolloutKrosValues are the helmValues of the version rolloutKros makes.
+var rolloutKrosValues = &apiextensionsv1.JSON{Raw: []byte(`{"config":{"logLevel":"info"}}`)}
+
 // rolloutKros makes three Kros of a fresh version Ready, and returns them in name order
 // with the version's entry.
 func rolloutKros(t *testing.T, g Gomega) ([]*v1alpha1.Kro, v1alpha1.KroVersion) {
 	t.Helper()
-	v := v1alpha1.KroVersion{Version: uniq("v-rollout"), ChartVersion: "0.9.3",
-		HelmValues: &apiextensionsv1.JSON{Raw: []byte(`{"config":{"logLevel":"info"}}`)}}
+	v := v1alpha1.KroVersion{Version: uniq("v-rollout"), ChartVersion: "0.9.3", HelmValues: rolloutKrosValues}
 	offerVersion(g, v)
 	t.Cleanup(func() { withdrawVersion(NewWithT(t), v.Version) })
 	ns := newNamespace(t, g)

@@ -44,7 +44,8 @@ func kroNames(ms []v1alpha1.RolloutMember) []string {
 }
 
 func plan(g Gomega, policy *v1alpha1.RolloutPolicy, paused bool, prev *v1alpha1.VersionStatus, now time.Time, kros ...v1alpha1.Kro) rolloutPlan {
-	p, err := planRollout(policy, paused, v1alpha1.VersionStatus{Version: "v1", Revision: newRev, Kros: int32(len(kros))}, prev, kros, now)
+	view := rolloutView{kros: kros, versionOf: map[string]string{oldRev: "v1", newRev: "v1"}}
+	p, err := planRollout(policy, paused, v1alpha1.VersionStatus{Version: "v1", Revision: newRev, Kros: int32(len(kros))}, prev, view, now)
 	g.Expect(err).NotTo(HaveOccurred())
 	return p
 }
@@ -91,9 +92,12 @@ func TestRolloutPercentageAndNewKros(t *testing.T) {
 	g := NewWithT(t)
 	policy := &v1alpha1.RolloutPolicy{MaxUnavailable: ptr.To(intstr.FromString("50%"))}
 	kros := []v1alpha1.Kro{rolloutKro("a", oldRev, true), rolloutKro("b", oldRev, true), rolloutKro("c", oldRev, true), rolloutKro("d", oldRev, true),
-		rolloutKro("new", "", false)} // a new Kro gets the current artifacts at once and takes no slot
+		rolloutKro("new", "", false)} // a new Kro gets the current artifacts at once, without an admission
 	p := plan(g, policy, false, nil, rolloutT0, kros...)
-	g.Expect(kroNames(p.Updating)).To(Equal([]string{"ns/a", "ns/b"}), "50%% of 5 rounds down to 2")
+	g.Expect(kroNames(p.Updating)).To(Equal([]string{"ns/a"}), "50%% of 5 rounds down to 2, and the new Kro, not yet Ready, is unavailable")
+	kros[4].Status.Phase = v1alpha1.PhaseReady
+	p = plan(g, policy, false, nil, rolloutT0, kros...)
+	g.Expect(kroNames(p.Updating)).To(Equal([]string{"ns/a", "ns/b"}), "once it is Ready, two go")
 }
 
 func TestRolloutCanariesFirst(t *testing.T) {
@@ -157,8 +161,8 @@ func TestRolloutPausesOnFailureAndAFixResumes(t *testing.T) {
 	// A revert: the version's artifacts are the old ones again, so the update revision is
 	// oldRev. a never became Ready with newRev and still runs oldRev: it counts as
 	// updated at once, and so does b; the failure belonged to another revision.
-	p2, err := planRollout(policy, false, v1alpha1.VersionStatus{Version: "v1", Revision: oldRev}, &p.VersionStatus,
-		[]v1alpha1.Kro{rolloutKro("a", oldRev, true), b}, rolloutT0.Add(4*time.Minute))
+	view := rolloutView{kros: []v1alpha1.Kro{rolloutKro("a", oldRev, true), b}, versionOf: map[string]string{oldRev: "v1", newRev: "v1"}}
+	p2, err := planRollout(policy, false, v1alpha1.VersionStatus{Version: "v1", Revision: oldRev}, &p.VersionStatus, view, rolloutT0.Add(4*time.Minute))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(p2.Rollout).To(Equal(v1alpha1.RolloutComplete))
 	g.Expect(p2.Failed).To(BeEmpty())
@@ -180,11 +184,19 @@ func TestRolloutHealthGates(t *testing.T) {
 	g.Expect(kroNames(p.Updating)).To(Equal([]string{"ns/a"}))
 	g.Expect(p.recheckIn).To(Equal(30 * time.Second))
 
-	// Past the timeout it fails; one failure is below the threshold of 2: b goes on.
+	// Past the timeout it fails; one failure is below the threshold of 2, so the rollout
+	// goes on, but a failed Kro is unavailable: under maxUnavailable 1, b waits.
 	p = plan(g, policy, false, &p.VersionStatus, rolloutT0.Add(61*time.Second), a, b)
 	g.Expect(kroNames(p.Failed)).To(Equal([]string{"ns/a"}))
 	g.Expect(p.Failed[0].Reason).To(ContainSubstring("not healthy within 1m0s"))
 	g.Expect(p.Rollout).To(Equal(v1alpha1.RolloutProgressing))
+	g.Expect(p.Updating).To(BeEmpty())
+	g.Expect(p.Message).To(ContainSubstring("1 of at most 1 (maxUnavailable) are unavailable"))
+
+	// With room for two, b goes on.
+	policy.MaxUnavailable = ptr.To(intstr.FromInt32(2))
+	p = plan(g, policy, false, &p.VersionStatus, rolloutT0.Add(62*time.Second), a, b)
+	g.Expect(kroNames(p.Failed)).To(Equal([]string{"ns/a"}))
 	g.Expect(kroNames(p.Updating)).To(Equal([]string{"ns/b"}))
 }
 

@@ -41,38 +41,64 @@ func (r *KroReconciler) resolveVersion(ctx context.Context, s *scope) (result, e
 // chooseRevision settles which artifacts of the version the Kro is installed with: the
 // ones spec.versions has now, unless the ProviderConfig rolls changes out and has not
 // yet admitted this Kro, which then keeps those of the revision it runs. A Kro that runs
-// none yet, or that a tenant moved to another version, gets the current ones.
+// none yet, or that a tenant moved to another version, gets the current ones. The
+// revision a Kro runs is the one its HelmRelease records (admission.go), so that a Kro
+// whose status was lost is not waved through a rollout; status.revision serves for a
+// HelmRelease from before the record.
 func (r *KroReconciler) chooseRevision(ctx context.Context, s *scope, pc *v1alpha1.ProviderConfig, v *v1alpha1.KroVersion) (result, error) {
 	update, err := revisionName(r.ProviderName, v)
 	if err != nil {
 		s.obs.invalidVersion(v.Version, err)
 		return waiting, nil
 	}
+	prev, err := r.releaseRecordOf(ctx, s)
+	if err != nil {
+		return proceed, err
+	}
+	key := client.ObjectKeyFromObject(s.kro).String()
 	s.version, s.obs.revision = v, update
-	running := s.kro.Status.Revision
-	if pc.Spec.Rollout == nil || running == "" || running == update || admitted(pc, v.Version, update, client.ObjectKeyFromObject(s.kro).String()) {
+	s.record = nextRecord(pc, v.Version, update, key, prev)
+	running := prev.Revision
+	if running == "" {
+		running = s.kro.Status.Revision
+	}
+	// A Kro that was Ready with the update revision before goes back to it at once: a
+	// revert of a version's artifacts returns the Kros that failed with the change.
+	if pc.Spec.Rollout == nil || running == "" || running == update || s.kro.Status.Revision == update || admitted(pc, v.Version, update, key) {
 		s.obs.versionResolved(v)
 		return proceed, nil
 	}
-	cr := &appsv1.ControllerRevision{}
-	if err := r.Platform.Get(ctx, client.ObjectKey{Namespace: r.PodNamespace, Name: running}, cr); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return proceed, fmt.Errorf("reading ControllerRevision %s/%s: %w", r.PodNamespace, running, err)
-		}
-		// Its artifacts are no longer kept: the current ones are all there is.
+	old, err := r.keptArtifacts(ctx, running)
+	if err != nil {
+		return proceed, err
+	}
+	if old == nil || old.Version != v.Version {
+		// No longer kept, unreadable, or another version's: the tenant changed
+		// spec.version, which is never held back.
 		s.obs.versionResolved(v)
 		return proceed, nil
-	}
-	old, err := revisionArtifacts(cr)
-	if err != nil || old.Version != v.Version {
-		// Unreadable, or another version's: the tenant changed spec.version, which is never
-		// held back.
-		s.obs.versionResolved(v)
-		return proceed, nil //nolint:nilerr // an unreadable revision is not kept to
 	}
 	s.version, s.obs.revision = old, running
+	s.record = nextRecord(pc, v.Version, running, key, prev)
 	s.obs.versionHeldBack(old, running, update)
 	return proceed, nil
+}
+
+// keptArtifacts reads the artifacts a revision keeps; nil when they are no longer kept
+// or cannot be read.
+func (r *KroReconciler) keptArtifacts(ctx context.Context, revision string) (*v1alpha1.KroVersion, error) {
+	cr := &appsv1.ControllerRevision{}
+	if err := r.Platform.Get(ctx, client.ObjectKey{Namespace: r.PodNamespace, Name: revision}, cr); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading ControllerRevision %s/%s: %w", r.PodNamespace, revision, err)
+	}
+	v, err := revisionArtifacts(cr)
+	if err != nil {
+		return nil, nil //nolint:nilerr // an unreadable revision is not kept to
+	}
+	return v, nil
 }
 
 // admitted tells whether the ProviderConfig's rollout of a version's revision has

@@ -137,18 +137,19 @@ func (r *KroReconciler) providerConfigChanges() handler.EventHandler {
 	}
 }
 
-// newlyAdmitted are the Kros a rollout admitted between two states of the ProviderConfig.
+// newlyAdmitted are the Kros a rollout admitted, or counted as failed, between two
+// states of the ProviderConfig: each records that on its HelmRelease.
 func newlyAdmitted(old, pc *v1alpha1.ProviderConfig) []types.NamespacedName {
 	before := map[string]bool{}
 	for _, vs := range old.Status.Versions {
-		for _, m := range vs.Updating {
-			before[vs.Revision+" "+m.Kro] = true
+		for _, m := range slices.Concat(vs.Updating, vs.Failed) {
+			before[vs.Revision+" "+m.Kro+" "+m.Reason] = true
 		}
 	}
 	var out []types.NamespacedName
 	for _, vs := range pc.Status.Versions {
-		for _, m := range vs.Updating {
-			if before[vs.Revision+" "+m.Kro] {
+		for _, m := range slices.Concat(vs.Updating, vs.Failed) {
+			if before[vs.Revision+" "+m.Kro+" "+m.Reason] {
 				continue
 			}
 			if ns, name, ok := strings.Cut(m.Kro, "/"); ok {

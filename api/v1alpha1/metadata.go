@@ -19,6 +19,17 @@ const (
 	// AnnotationRolloutPaused on the ProviderConfig, "true", pauses every version's
 	// rollout by hand: no Kro is admitted to a new revision until it is removed.
 	AnnotationRolloutPaused = LabelPrefix + "rollout-paused"
+	// AnnotationRevision on a HelmRelease names the revision of the version's artifacts
+	// it carries (its ControllerRevision). With the two annotations below it is the
+	// durable record of a rollout: the plan is rebuilt from it when the ProviderConfig's
+	// status is lost.
+	AnnotationRevision = LabelPrefix + "revision"
+	// AnnotationRolloutAdmission on a HelmRelease records, as JSON, the rollout's
+	// admission of the Kro to the revision: since, rgdsReady, unavailable.
+	AnnotationRolloutAdmission = LabelPrefix + "rollout-admission"
+	// AnnotationRolloutFailed on a HelmRelease says why the rollout counts the Kro as
+	// failed with the revision.
+	AnnotationRolloutFailed = LabelPrefix + "rollout-failed"
 	// LabelVersion on a ControllerRevision carries the version (its name, shortened with
 	// a hash when it is no valid label value).
 	LabelVersion = LabelPrefix + "version"

@@ -43,8 +43,9 @@ type ProviderConfigSpec struct {
 
 // RolloutPolicy says how a change of a version's artifacts reaches its Kros.
 type RolloutPolicy struct {
-	// MaxUnavailable is how many Kros of a version may be updating at once: a number, or a
-	// percentage of the Kros on the version (rounded down, at least 1). Default 1.
+	// MaxUnavailable is how many Kros of a version may be unavailable at once while it
+	// updates, counting those that were unavailable before: a number, or a percentage of
+	// the Kros on the version (rounded down, at least 1). Default 1.
 	// +optional
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:XIntOrString
@@ -228,6 +229,12 @@ type RolloutMember struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	RGDsReady int32 `json:"rgdsReady,omitempty"`
+
+	// Unavailable says that the Kro was not Ready when it was admitted (its ControlPlane
+	// stopped, its release failing): it is updated last, counts against maxUnavailable
+	// as it did before, and is never a failure of the revision.
+	// +optional
+	Unavailable bool `json:"unavailable,omitempty"`
 
 	// Reason says why a Kro failed.
 	// +optional

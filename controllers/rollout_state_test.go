@@ -1,0 +1,149 @@
+package controllers
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+)
+
+// Pure tests of the rollout's state (issue 21, holes 1 and 2): the plan rebuilt from the
+// HelmReleases' records when the ProviderConfig's status is lost, and Deployment-like
+// admission.
+
+// planWith plans newRev of v1 with the HelmReleases' records.
+func planWith(g Gomega, policy *v1alpha1.RolloutPolicy, prev *v1alpha1.VersionStatus, records map[string]releaseRecord, now time.Time, kros ...v1alpha1.Kro) rolloutPlan {
+	view := rolloutView{kros: kros, records: records, versionOf: map[string]string{oldRev: "v1", newRev: "v1", "kro-v0-cccccccccc": "v0"}}
+	p, err := planRollout(policy, false, v1alpha1.VersionStatus{Version: "v1", Revision: newRev, Kros: int32(len(kros))}, prev, view, now)
+	g.Expect(err).NotTo(HaveOccurred())
+	return p
+}
+
+func admittedRecord(rev string, since time.Time, failed string) releaseRecord {
+	return releaseRecord{Revision: rev, Admission: &admissionRecord{Since: metav1.NewTime(since)}, Failed: failed}
+}
+
+// TestALostStatusIsRebuiltFromTheRecords: without the status, the Kro admitted before
+// is still updating, since its admission (its health timeout runs on), and nobody else
+// is admitted in its place; a Kro counted as failed is still failed, and the version
+// stays paused.
+func TestALostStatusIsRebuiltFromTheRecords(t *testing.T) {
+	g := NewWithT(t)
+	policy := &v1alpha1.RolloutPolicy{MaxUnavailable: ptr.To(intstr.FromInt32(1))}
+	a, b := rolloutKro("a", oldRev, false), rolloutKro("b", oldRev, true)
+	records := map[string]releaseRecord{"ns/a": admittedRecord(newRev, rolloutT0, ""), "ns/b": {Revision: oldRev}}
+
+	p := planWith(g, policy, nil, records, rolloutT0.Add(time.Minute), a, b)
+	g.Expect(kroNames(p.Updating)).To(Equal([]string{"ns/a"}))
+	g.Expect(p.Updating[0].Since.Time).To(Equal(rolloutT0), "the admission's time comes from the record")
+	g.Expect(p.recheckIn).To(Equal(defaultHealthTimeout - time.Minute))
+
+	records["ns/a"] = admittedRecord(newRev, rolloutT0, "upgrade failed")
+	p = planWith(g, policy, nil, records, rolloutT0.Add(2*time.Minute), a, b)
+	g.Expect(p.Rollout).To(Equal(v1alpha1.RolloutPaused))
+	g.Expect(p.Failed).To(ConsistOf(HaveField("Reason", "upgrade failed")))
+	g.Expect(p.Updating).To(BeEmpty())
+
+	// A record of an older revision admits nothing to the current one.
+	records["ns/a"] = admittedRecord(oldRev, rolloutT0, "")
+	p = planWith(g, policy, nil, records, rolloutT0.Add(3*time.Minute), rolloutKro("a", oldRev, true), b)
+	g.Expect(kroNames(p.Updating)).To(Equal([]string{"ns/a"}))
+	g.Expect(p.Updating[0].Since.Time).To(Equal(rolloutT0.Add(3*time.Minute)), "admitted now, not by the record")
+}
+
+// TestARestoredKroWithoutRevisionWaits: a Kro whose status lost status.revision still
+// runs the old revision by its HelmRelease's record: it waits for its admission.
+func TestARestoredKroWithoutRevisionWaits(t *testing.T) {
+	g := NewWithT(t)
+	policy := &v1alpha1.RolloutPolicy{MaxUnavailable: ptr.To(intstr.FromInt32(1))}
+	a, b := rolloutKro("a", oldRev, false), rolloutKro("b", "", true)
+	records := map[string]releaseRecord{"ns/a": admittedRecord(newRev, rolloutT0, ""), "ns/b": {Revision: oldRev}}
+	p := planWith(g, policy, nil, records, rolloutT0, a, b)
+	g.Expect(kroNames(p.Updating)).To(Equal([]string{"ns/a"}))
+	g.Expect(p.Message).To(ContainSubstring("the next Kros wait"), "b waits, though its status names no revision")
+}
+
+// TestUnavailableKrosCountButDoNotFail: a Kro that was unavailable before the change
+// takes one of maxUnavailable, is admitted last, and never fails the revision; the
+// rollout completes with it.
+func TestUnavailableKrosCountButDoNotFail(t *testing.T) {
+	g := NewWithT(t)
+	policy := &v1alpha1.RolloutPolicy{MaxUnavailable: ptr.To(intstr.FromInt32(2)), HealthTimeout: &metav1.Duration{Duration: time.Minute}}
+	a, b, h := rolloutKro("a", oldRev, true), rolloutKro("b", oldRev, true), rolloutKro("h", oldRev, false)
+	records := map[string]releaseRecord{}
+
+	p := planWith(g, policy, nil, records, rolloutT0, a, b, h)
+	g.Expect(kroNames(p.Updating)).To(Equal([]string{"ns/a"}), "h is first by name but unavailable, and it takes a slot")
+	g.Expect(p.Message).To(ContainSubstring("1 Kros that are unavailable are updated last, or once they recover: ns/h"))
+
+	a = rolloutKro("a", newRev, true)
+	p = planWith(g, policy, &p.VersionStatus, records, rolloutT0.Add(time.Minute), a, b, h)
+	g.Expect(kroNames(p.Updating)).To(Equal([]string{"ns/b"}))
+
+	b = rolloutKro("b", newRev, true)
+	p = planWith(g, policy, &p.VersionStatus, records, rolloutT0.Add(2*time.Minute), a, b, h)
+	g.Expect(p.Updating).To(ConsistOf(HaveField("Unavailable", true)), "h goes last")
+	g.Expect(p.Rollout).To(Equal(v1alpha1.RolloutProgressing))
+
+	// Long past the health timeout h is neither healthy nor failed.
+	p = planWith(g, policy, &p.VersionStatus, records, rolloutT0.Add(time.Hour), a, b, h)
+	g.Expect(p.Failed).To(BeEmpty())
+	g.Expect(kroNames(p.Updating)).To(Equal([]string{"ns/h"}))
+
+	// Once its HelmRelease carries the revision the rollout is complete, and says that h
+	// is still unavailable.
+	records["ns/h"] = releaseRecord{Revision: newRev, Admission: admissionOf(p.Updating[0])}
+	p = planWith(g, policy, &p.VersionStatus, records, rolloutT0.Add(time.Hour), a, b, h)
+	g.Expect(p.Rollout).To(Equal(v1alpha1.RolloutComplete))
+	g.Expect(p.Failed).To(BeEmpty())
+	g.Expect(p.Message).To(ContainSubstring("1 Kros got the revision while unavailable, which counts as no failure: ns/h"))
+
+	// The same, rebuilt from the records alone.
+	p = planWith(g, policy, nil, records, rolloutT0.Add(time.Hour), a, b, h)
+	g.Expect(p.Rollout).To(Equal(v1alpha1.RolloutComplete))
+}
+
+// TestARecoveredKroIsAdmittedAsAvailable: an unavailable Kro that recovers before its
+// turn is admitted like any other, under the health gate.
+func TestARecoveredKroIsAdmittedAsAvailable(t *testing.T) {
+	g := NewWithT(t)
+	policy := &v1alpha1.RolloutPolicy{MaxUnavailable: ptr.To(intstr.FromInt32(2))}
+	a, h := rolloutKro("a", oldRev, true), rolloutKro("h", oldRev, false)
+	p := planWith(g, policy, nil, nil, rolloutT0, a, h)
+	g.Expect(kroNames(p.Updating)).To(Equal([]string{"ns/a"}))
+	h.Status.Phase = v1alpha1.PhaseReady
+	p = planWith(g, policy, &p.VersionStatus, nil, rolloutT0.Add(time.Minute), a, h)
+	g.Expect(p.Updating).To(HaveLen(2))
+	g.Expect(p.Updating[1]).To(And(HaveField("Kro", "ns/h"), HaveField("Unavailable", false)))
+}
+
+// TestTooManyUnavailableHoldsTheRollout: Kros unavailable before the change that fill
+// maxUnavailable hold every available Kro back, and the message says so.
+func TestTooManyUnavailableHoldsTheRollout(t *testing.T) {
+	g := NewWithT(t)
+	policy := &v1alpha1.RolloutPolicy{MaxUnavailable: ptr.To(intstr.FromInt32(1))}
+	p := planWith(g, policy, nil, nil, rolloutT0, rolloutKro("a", oldRev, true), rolloutKro("h", oldRev, false))
+	g.Expect(p.Updating).To(BeEmpty())
+	g.Expect(p.Message).To(ContainSubstring("the next Kros wait: 1 of at most 1 (maxUnavailable) are unavailable"))
+}
+
+// TestAVersionSwitchIsNoAdmission: a Kro its tenant moved onto the version from another
+// one takes the current revision without an admission, so it neither takes a place
+// among the updating nor fails the version.
+func TestAVersionSwitchIsNoAdmission(t *testing.T) {
+	g := NewWithT(t)
+	policy := &v1alpha1.RolloutPolicy{MaxUnavailable: ptr.To(intstr.FromInt32(2))}
+	moved := rolloutKro("m", "kro-v0-cccccccccc", false)
+	moved.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionHelmReleaseReady, Status: metav1.ConditionFalse,
+		Reason: v1alpha1.ReasonReleaseFailed, Message: "upgrade failed", LastTransitionTime: metav1.NewTime(rolloutT0.Add(time.Minute))}}
+	records := map[string]releaseRecord{"ns/m": {Revision: newRev}}
+	p := planWith(g, policy, nil, records, rolloutT0, rolloutKro("a", oldRev, true), moved)
+	g.Expect(kroNames(p.Updating)).To(Equal([]string{"ns/a"}))
+	p = planWith(g, policy, &p.VersionStatus, records, rolloutT0.Add(time.Hour), rolloutKro("a", oldRev, false), moved)
+	g.Expect(kroNames(p.Failed)).To(Equal([]string{"ns/a"}), "only the admitted Kro can fail the revision")
+}
