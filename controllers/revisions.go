@@ -111,8 +111,9 @@ func revisionArtifacts(cr *appsv1.ControllerRevision) (*v1alpha1.KroVersion, err
 }
 
 // keepRevisions stores the current artifacts of every version as a ControllerRevision,
-// before any Kro can run them, and deletes the oldest of a version beyond
-// revisionHistory that no Kro runs any more.
+// before any Kro can run them, deletes the oldest of a version beyond revisionHistory
+// that no Kro runs any more, and collects the revisions of versions withdrawn from
+// spec.versions once no Kro runs them.
 func (r *ProviderConfigReconciler) keepRevisions(ctx context.Context, pc *v1alpha1.ProviderConfig, kros []v1alpha1.Kro) error {
 	list := &appsv1.ControllerRevisionList{}
 	if err := r.Platform.List(ctx, list, client.InNamespace(r.PodNamespace), client.MatchingLabels{v1alpha1.LabelProvider: r.ProviderName}); err != nil {
@@ -122,12 +123,12 @@ func (r *ProviderConfigReconciler) keepRevisions(ctx context.Context, pc *v1alph
 	for _, cr := range list.Items {
 		byVersion[cr.Labels[v1alpha1.LabelVersion]] = append(byVersion[cr.Labels[v1alpha1.LabelVersion]], cr)
 	}
-	inUse := map[string]bool{}
-	for _, k := range kros {
-		inUse[k.Status.Revision] = true
-	}
+	inUse := revisionsRun(kros)
+	offered := map[string]bool{}
 	for i := range pc.Spec.Versions {
 		v := &pc.Spec.Versions[i]
+		// A version whose artifacts cannot be named is still on offer: its revisions stay.
+		offered[labelValue(v.Version)] = true
 		name, err := revisionName(r.ProviderName, v)
 		if err != nil {
 			continue // reported in the version's status
@@ -148,12 +149,48 @@ func (r *ProviderConfigReconciler) keepRevisions(ctx context.Context, pc *v1alph
 			}
 		}
 		slices.SortFunc(kept, func(a, b appsv1.ControllerRevision) int { return int(b.Revision - a.Revision) })
-		for j := revisionHistory; j < len(kept); j++ {
-			if !inUse[kept[j].Name] {
-				if err := r.Platform.Delete(ctx, &kept[j]); client.IgnoreNotFound(err) != nil {
-					return fmt.Errorf("deleting old revision %s: %w", kept[j].Name, err)
-				}
-			}
+		if err := r.deleteRevisions(ctx, kept[min(revisionHistory, len(kept)):], inUse); err != nil {
+			return err
+		}
+	}
+	return r.collectWithdrawn(ctx, byVersion, offered, inUse)
+}
+
+// revisionsRun are the revisions the Kros run (status.revision). A Kro being deleted
+// counts: until it is gone, nothing is taken from under it.
+func revisionsRun(kros []v1alpha1.Kro) map[string]bool {
+	out := map[string]bool{}
+	for _, k := range kros {
+		if k.Status.Revision != "" {
+			out[k.Status.Revision] = true
+		}
+	}
+	return out
+}
+
+// collectWithdrawn deletes the revisions of versions no longer in spec.versions that no
+// Kro runs. The per-version history is for versions on offer, to return to; a
+// withdrawn version's revisions only serve the Kros still on them.
+func (r *ProviderConfigReconciler) collectWithdrawn(ctx context.Context, byVersion map[string][]appsv1.ControllerRevision, offered, inUse map[string]bool) error {
+	for version, crs := range byVersion {
+		if offered[version] {
+			continue
+		}
+		if err := r.deleteRevisions(ctx, crs, inUse); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deleteRevisions deletes those of crs that no Kro runs.
+func (r *ProviderConfigReconciler) deleteRevisions(ctx context.Context, crs []appsv1.ControllerRevision, inUse map[string]bool) error {
+	for i := range crs {
+		if inUse[crs[i].Name] {
+			continue
+		}
+		if err := r.Platform.Delete(ctx, &crs[i]); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting old revision %s: %w", crs[i].Name, err)
 		}
 	}
 	return nil
