@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -194,4 +195,65 @@ func (r *ProviderConfigReconciler) deleteRevisions(ctx context.Context, crs []ap
 		}
 	}
 	return nil
+}
+
+// heldRevision is a revision, other than its version's current one, that Kros on the
+// version may be held on by a rollout, with the artifacts it keeps.
+type heldRevision struct {
+	name      string
+	artifacts *v1alpha1.KroVersion
+}
+
+// heldRevisions are the revisions that Kros may still be installed with although
+// spec.versions no longer has their artifacts: under spec.rollout, those that Kros on
+// an offered version run (status.revision) when the version's current revision is
+// another (chooseRevision). A Kro being deleted is installed with nothing any more, and
+// one on a version not on offer waits; neither counts. The revisions are read from the
+// platform cache, once each however many Kros run them; one the cache does not hold is
+// not kept, and no Kro can be held on it. Sorted by name, so that the status they go into
+// does not change with the order of the Kros.
+func (r *ProviderConfigReconciler) heldRevisions(ctx context.Context, pc *v1alpha1.ProviderConfig, kros []v1alpha1.Kro) ([]heldRevision, error) {
+	if pc.Spec.Rollout == nil {
+		return nil, nil
+	}
+	seen := map[string]bool{}
+	var out []heldRevision
+	for i := range kros {
+		k := &kros[i]
+		running := k.Status.Revision
+		v := findVersion(pc, k.Spec.Version)
+		if running == "" || seen[running] || v == nil || !k.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if current, err := revisionName(r.ProviderName, v); err == nil && current == running {
+			continue
+		}
+		seen[running] = true
+		artifacts, err := r.revision(ctx, running)
+		if err != nil {
+			return nil, err
+		}
+		if artifacts != nil && artifacts.Version == v.Version {
+			out = append(out, heldRevision{name: running, artifacts: artifacts})
+		}
+	}
+	slices.SortFunc(out, func(a, b heldRevision) int { return strings.Compare(a.name, b.name) })
+	return out, nil
+}
+
+// revision reads the artifacts of a revision from the platform cache; nil when it is
+// not kept or cannot be read (no Kro is held on such a revision: chooseRevision).
+func (r *ProviderConfigReconciler) revision(ctx context.Context, name string) (*v1alpha1.KroVersion, error) {
+	cr := &appsv1.ControllerRevision{}
+	if err := r.Platform.Get(ctx, client.ObjectKey{Namespace: r.PodNamespace, Name: name}, cr); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading ControllerRevision %s/%s: %w", r.PodNamespace, name, err)
+	}
+	artifacts, err := revisionArtifacts(cr)
+	if err != nil {
+		return nil, nil //nolint:nilerr // an unreadable revision is not kept to
+	}
+	return artifacts, nil
 }

@@ -7,10 +7,15 @@ import (
 
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
@@ -98,4 +103,70 @@ func TestRevisionsOfAWithdrawnVersionAreCollected(t *testing.T) {
 	g.Eventually(func(g Gomega) bool { return e.revisionExists(g, run) }, timeout, interval).Should(BeFalse(),
 		"the revision goes once the Kro that ran it is gone")
 	g.Expect(e.revisionExists(g, other)).To(BeTrue())
+}
+
+// pauseRollouts sets the annotation that pauses every rollout of the suite's
+// ProviderConfig, and takes it away at the end of the test.
+func pauseRollouts(t *testing.T, g Gomega) {
+	t.Helper()
+	annotate := func(value string) error {
+		patch := `{"metadata":{"annotations":{"` + v1alpha1.AnnotationRolloutPaused + `":` + value + `}}}`
+		return platform.Client.Patch(context.Background(), &v1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: providerName}},
+			client.RawPatch(types.MergePatchType, []byte(patch)))
+	}
+	g.Expect(annotate(`"true"`)).To(Succeed())
+	t.Cleanup(func() {
+		if err := annotate("null"); err != nil {
+			t.Errorf("resuming rollouts: %v", err)
+		}
+	})
+}
+
+// TestAHeldKrosPullSecretIsChecked (issue 21, hole 5): a Kro that a paused rollout holds
+// on its old revision keeps using the old chart pull secret after the version moved to
+// a new one. Deleting the old secret turns the ProviderConfig's Ready False, naming the
+// secret, the revision and the version, and brings the Kro back (the source secret's
+// watch maps the secret to it through its revision), which reports the secret missing.
+func TestAHeldKrosPullSecretIsChecked(t *testing.T) {
+	g := withClusters(t)
+	ctx := context.Background()
+	oldSecret, newSecret := uniq("chart-old"), uniq("chart-new")
+	for _, name := range []string{oldSecret, newSecret} {
+		s := sourceSecret(g, name, corev1.SecretTypeDockerConfigJson, "cHVsbA==")
+		t.Cleanup(func() { _ = client.IgnoreNotFound(platform.Client.Delete(context.Background(), s)) })
+	}
+	v := v1alpha1.KroVersion{Version: uniq("v-held"), ChartVersion: "0.9.3", ChartPullSecret: oldSecret}
+	offerVersion(g, v)
+	t.Cleanup(func() { withdrawVersion(NewWithT(t), v.Version) })
+	k := readyKro(t, g, newNamespace(t, g), "cp-held", v.Version)
+	setRollout(t, g, &v1alpha1.RolloutPolicy{MaxUnavailable: ptr.To(intstr.FromInt32(1))})
+	before := mustRevisionName(g, providerName, &v)
+	g.Eventually(func(g Gomega) { g.Expect(getKro(g, k).Status.Revision).To(Equal(before)) }, timeout, interval).Should(Succeed())
+
+	// The version moves to the new secret; the paused rollout holds the Kro on the old.
+	pauseRollouts(t, g)
+	v.ChartPullSecret = newSecret
+	offerVersion(g, v)
+	after := mustRevisionName(g, providerName, &v)
+	eventuallyCondition(g, k, v1alpha1.ConditionVersionResolved, metav1.ConditionTrue, v1alpha1.ReasonRolloutPending, before, after)
+	eventuallyCondition(g, k, v1alpha1.ConditionPullSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, oldSecret)
+	// The reconciles of the change pass, so that only the secret's watch can bring the
+	// Kro back below.
+	g.Consistently(func(g Gomega) {
+		g.Expect(condition(getKro(g, k), v1alpha1.ConditionPullSecretsReady).Status).To(Equal(metav1.ConditionTrue))
+	}, time.Second, 200*time.Millisecond).Should(Succeed())
+
+	g.Expect(platform.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: oldSecret, Namespace: podNamespace}})).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		pc := &v1alpha1.ProviderConfig{}
+		g.Expect(platform.Client.Get(ctx, client.ObjectKey{Name: providerName}, pc)).To(Succeed())
+		ready := meta.FindStatusCondition(pc.Status.Conditions, v1alpha1.ConditionReady)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Status).To(Equal(metav1.ConditionFalse), ready.Message)
+		g.Expect(ready.Message).To(ContainSubstring(`secret %q (chart pull secret of revision %s of version %s) not found in namespace %s`,
+			oldSecret, before, v.Version, podNamespace))
+	}, timeout, interval).Should(Succeed())
+	eventuallyCondition(g, k, v1alpha1.ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonPullSecretMissing, oldSecret)
+	// Still held back: the new secret is not what it uses.
+	eventuallyCondition(g, k, v1alpha1.ConditionVersionResolved, metav1.ConditionTrue, v1alpha1.ReasonRolloutPending, before)
 }
