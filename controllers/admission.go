@@ -98,6 +98,15 @@ func (rec releaseRecord) failedWith(revision string) bool {
 	return rec.Revision == revision && rec.Admission != nil && rec.Failed != ""
 }
 
+// runningRevision is the revision a Kro runs: the one its HelmRelease records, or else
+// the one it was last Ready with (a HelmRelease from before the record, or none).
+func runningRevision(k *v1alpha1.Kro, rec releaseRecord) string {
+	if rec.Revision != "" {
+		return rec.Revision
+	}
+	return k.Status.Revision
+}
+
 // nextRecord is the record the Kro's HelmRelease gets when it carries revision: the
 // ProviderConfig's status says whether the rollout admitted the Kro or counted it as
 // failed. Where the status knows nothing of the revision (it was lost, or not written

@@ -62,7 +62,8 @@ func providerConfigShardKey(name string) string { return "ProviderConfig " + nam
 
 // providerConfigObservation is what one reconcile found, for the pure status function.
 type providerConfigObservation struct {
-	// problems are the versions' pull secret problems, in the order of spec.versions.
+	// problems are the versions' pull secret problems, in the order of spec.versions,
+	// then those of the revisions Kros are held on, by name.
 	problems []secretProblem
 	kros     []v1alpha1.Kro
 	// records are what the Kros' HelmReleases record of the rollouts (admission.go).
@@ -180,7 +181,7 @@ func (r *ProviderConfigReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.keepRevisions(ctx, pc, obs.kros); err != nil {
+	if err := r.keepRevisions(ctx, pc, obs.kros, obs.records); err != nil {
 		return ctrl.Result{}, err
 	}
 	updated, recheck := providerConfigStatus(pc, obs)
@@ -216,37 +217,11 @@ func (r *ProviderConfigReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	return res, nil
 }
 
-// observe checks every version's pull secrets and lists the Kros.
+// observe lists the Kros and checks the pull secrets of every version, and those of the
+// revisions a rollout may hold Kros on (heldRevisions): they are copied again whenever
+// such a Kro is reconciled.
 func (r *ProviderConfigReconciler) observe(ctx context.Context, pc *v1alpha1.ProviderConfig) (providerConfigObservation, error) {
 	var obs providerConfigObservation
-	// sourceSecret is the Kro reconciler's check, so that both objects tell the same
-	// story about a secret: missing, or of the wrong type. It reads names and types only.
-	secrets := &KroReconciler{Platform: r.Platform, PodNamespace: r.PodNamespace}
-	for i := range pc.Spec.Versions {
-		v := &pc.Spec.Versions[i]
-		images, err := imagePullSecretNames(v)
-		if err != nil {
-			obs.problems = append(obs.problems, secretProblem{v1alpha1.ReasonInvalidProviderConfig, err.Error()})
-			continue
-		}
-		check := func(name, use string) error {
-			_, problem, err := secrets.sourceSecret(ctx, name, use, v.Version)
-			if problem != nil {
-				obs.problems = append(obs.problems, *problem)
-			}
-			return err
-		}
-		if v.ChartPullSecret != "" {
-			if err := check(v.ChartPullSecret, "chart pull secret"); err != nil {
-				return obs, err
-			}
-		}
-		for _, name := range images {
-			if err := check(name, "image pull secret"); err != nil {
-				return obs, err
-			}
-		}
-	}
 	list := &v1alpha1.KroList{}
 	err := r.Onboarding.List(ctx, list)
 	if err != nil {
@@ -259,8 +234,62 @@ func (r *ProviderConfigReconciler) observe(ctx context.Context, pc *v1alpha1.Pro
 	if obs.versionOf, err = r.keptVersions(ctx, pc); err != nil {
 		return obs, err
 	}
+	// sourceSecret is the Kro reconciler's check, so that both objects tell the same
+	// story about a secret: missing, or of the wrong type. It reads names and types only.
+	secrets := &KroReconciler{Platform: r.Platform, PodNamespace: r.PodNamespace}
+	for i := range pc.Spec.Versions {
+		if err := checkPullSecrets(ctx, secrets, &pc.Spec.Versions[i], "", &obs); err != nil {
+			return obs, err
+		}
+	}
+	held, err := r.heldRevisions(ctx, pc, obs.kros, obs.records)
+	if err != nil {
+		return obs, err
+	}
+	for _, h := range held {
+		if err := checkPullSecrets(ctx, secrets, h.artifacts, h.name, &obs); err != nil {
+			return obs, err
+		}
+	}
 	obs.now = time.Now()
 	return obs, nil
+}
+
+// checkPullSecrets adds the problems of the pull secrets that a version's artifacts name
+// to obs. revision names the revision the artifacts were read from, for the messages: ""
+// for the version in spec.versions.
+func checkPullSecrets(ctx context.Context, secrets *KroReconciler, v *v1alpha1.KroVersion, revision string, obs *providerConfigObservation) error {
+	images, err := imagePullSecretNames(v)
+	if err != nil {
+		msg := err.Error()
+		if revision != "" {
+			msg = "revision " + revision + ": " + msg
+		}
+		obs.problems = append(obs.problems, secretProblem{v1alpha1.ReasonInvalidProviderConfig, msg})
+		return nil
+	}
+	of := ""
+	if revision != "" {
+		of = " of revision " + revision
+	}
+	check := func(name, use string) error {
+		_, problem, err := secrets.sourceSecret(ctx, name, use+of, v.Version)
+		if problem != nil {
+			obs.problems = append(obs.problems, *problem)
+		}
+		return err
+	}
+	if v.ChartPullSecret != "" {
+		if err := check(v.ChartPullSecret, "chart pull secret"); err != nil {
+			return err
+		}
+	}
+	for _, name := range images {
+		if err := check(name, "image pull secret"); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // providerConfigStatus is the status the ProviderConfig should have, and when to look

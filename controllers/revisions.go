@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -111,9 +112,10 @@ func revisionArtifacts(cr *appsv1.ControllerRevision) (*v1alpha1.KroVersion, err
 }
 
 // keepRevisions stores the current artifacts of every version as a ControllerRevision,
-// before any Kro can run them, and deletes the oldest of a version beyond
-// revisionHistory that no Kro runs any more.
-func (r *ProviderConfigReconciler) keepRevisions(ctx context.Context, pc *v1alpha1.ProviderConfig, kros []v1alpha1.Kro) error {
+// before any Kro can run them, deletes the oldest of a version beyond revisionHistory
+// that no Kro runs any more, and collects the revisions of versions withdrawn from
+// spec.versions once no Kro runs them.
+func (r *ProviderConfigReconciler) keepRevisions(ctx context.Context, pc *v1alpha1.ProviderConfig, kros []v1alpha1.Kro, records map[string]releaseRecord) error {
 	list := &appsv1.ControllerRevisionList{}
 	if err := r.Platform.List(ctx, list, client.InNamespace(r.PodNamespace), client.MatchingLabels{v1alpha1.LabelProvider: r.ProviderName}); err != nil {
 		return fmt.Errorf("listing ControllerRevisions: %w", err)
@@ -122,12 +124,12 @@ func (r *ProviderConfigReconciler) keepRevisions(ctx context.Context, pc *v1alph
 	for _, cr := range list.Items {
 		byVersion[cr.Labels[v1alpha1.LabelVersion]] = append(byVersion[cr.Labels[v1alpha1.LabelVersion]], cr)
 	}
-	inUse := map[string]bool{}
-	for _, k := range kros {
-		inUse[k.Status.Revision] = true
-	}
+	inUse := revisionsRun(kros, records)
+	offered := map[string]bool{}
 	for i := range pc.Spec.Versions {
 		v := &pc.Spec.Versions[i]
+		// A version whose artifacts cannot be named is still on offer: its revisions stay.
+		offered[labelValue(v.Version)] = true
 		name, err := revisionName(r.ProviderName, v)
 		if err != nil {
 			continue // reported in the version's status
@@ -148,12 +150,38 @@ func (r *ProviderConfigReconciler) keepRevisions(ctx context.Context, pc *v1alph
 			}
 		}
 		slices.SortFunc(kept, func(a, b appsv1.ControllerRevision) int { return int(b.Revision - a.Revision) })
-		for j := revisionHistory; j < len(kept); j++ {
-			if !inUse[kept[j].Name] {
-				if err := r.Platform.Delete(ctx, &kept[j]); client.IgnoreNotFound(err) != nil {
-					return fmt.Errorf("deleting old revision %s: %w", kept[j].Name, err)
-				}
+		if err := r.deleteRevisions(ctx, kept[min(revisionHistory, len(kept)):], inUse); err != nil {
+			return err
+		}
+	}
+	return r.collectWithdrawn(ctx, byVersion, offered, inUse)
+}
+
+// revisionsRun are the revisions the Kros run: the one each was last Ready with
+// (status.revision) and the one its HelmRelease carries. A Kro being deleted counts:
+// until it is gone, nothing is taken from under it.
+func revisionsRun(kros []v1alpha1.Kro, records map[string]releaseRecord) map[string]bool {
+	out := map[string]bool{}
+	for i := range kros {
+		for _, rev := range []string{kros[i].Status.Revision, records[kroKey(&kros[i])].Revision} {
+			if rev != "" {
+				out[rev] = true
 			}
+		}
+	}
+	return out
+}
+
+// collectWithdrawn deletes the revisions of versions no longer in spec.versions that no
+// Kro runs. The per-version history is for versions on offer, to return to; a
+// withdrawn version's revisions only serve the Kros still on them.
+func (r *ProviderConfigReconciler) collectWithdrawn(ctx context.Context, byVersion map[string][]appsv1.ControllerRevision, offered, inUse map[string]bool) error {
+	for version, crs := range byVersion {
+		if offered[version] {
+			continue
+		}
+		if err := r.deleteRevisions(ctx, crs, inUse); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -178,4 +206,78 @@ func (r *ProviderConfigReconciler) keptVersions(ctx context.Context, pc *v1alpha
 		}
 	}
 	return out, nil
+}
+
+// deleteRevisions deletes those of crs that no Kro runs.
+func (r *ProviderConfigReconciler) deleteRevisions(ctx context.Context, crs []appsv1.ControllerRevision, inUse map[string]bool) error {
+	for i := range crs {
+		if inUse[crs[i].Name] {
+			continue
+		}
+		if err := r.Platform.Delete(ctx, &crs[i]); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting old revision %s: %w", crs[i].Name, err)
+		}
+	}
+	return nil
+}
+
+// heldRevision is a revision, other than its version's current one, that Kros on the
+// version may be held on by a rollout, with the artifacts it keeps.
+type heldRevision struct {
+	name      string
+	artifacts *v1alpha1.KroVersion
+}
+
+// heldRevisions are the revisions that Kros may still be installed with although
+// spec.versions no longer has their artifacts: under spec.rollout, those that Kros on
+// an offered version run (runningRevision) when the version's current revision is
+// another (chooseRevision). A Kro being deleted is installed with nothing any more, and
+// one on a version not on offer waits; neither counts. The revisions are read from the
+// platform cache, once each however many Kros run them; one the cache does not hold is
+// not kept, and no Kro can be held on it. Sorted by name, so that the status they go into
+// does not change with the order of the Kros.
+func (r *ProviderConfigReconciler) heldRevisions(ctx context.Context, pc *v1alpha1.ProviderConfig, kros []v1alpha1.Kro, records map[string]releaseRecord) ([]heldRevision, error) {
+	if pc.Spec.Rollout == nil {
+		return nil, nil
+	}
+	seen := map[string]bool{}
+	var out []heldRevision
+	for i := range kros {
+		k := &kros[i]
+		running := runningRevision(k, records[kroKey(k)])
+		v := findVersion(pc, k.Spec.Version)
+		if running == "" || seen[running] || v == nil || !k.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if current, err := revisionName(r.ProviderName, v); err == nil && current == running {
+			continue
+		}
+		seen[running] = true
+		artifacts, err := r.revision(ctx, running)
+		if err != nil {
+			return nil, err
+		}
+		if artifacts != nil && artifacts.Version == v.Version {
+			out = append(out, heldRevision{name: running, artifacts: artifacts})
+		}
+	}
+	slices.SortFunc(out, func(a, b heldRevision) int { return strings.Compare(a.name, b.name) })
+	return out, nil
+}
+
+// revision reads the artifacts of a revision from the platform cache; nil when it is
+// not kept or cannot be read (no Kro is held on such a revision: chooseRevision).
+func (r *ProviderConfigReconciler) revision(ctx context.Context, name string) (*v1alpha1.KroVersion, error) {
+	cr := &appsv1.ControllerRevision{}
+	if err := r.Platform.Get(ctx, client.ObjectKey{Namespace: r.PodNamespace, Name: name}, cr); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading ControllerRevision %s/%s: %w", r.PodNamespace, name, err)
+	}
+	artifacts, err := revisionArtifacts(cr)
+	if err != nil {
+		return nil, nil //nolint:nilerr // an unreadable revision is not kept to
+	}
+	return artifacts, nil
 }

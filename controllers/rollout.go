@@ -250,10 +250,7 @@ func (p *rolloutPlan) settle(k *v1alpha1.Kro, ms membership, rec releaseRecord, 
 // current revision without an admission, and so does one that was Ready with the
 // current revision before (a revert returns it there).
 func (v rolloutView) waits(k *v1alpha1.Kro, rec releaseRecord, version, revision string) bool {
-	running := rec.Revision
-	if running == "" {
-		running = k.Status.Revision
-	}
+	running := runningRevision(k, rec)
 	return running != "" && running != revision && k.Status.Revision != revision && v.versionOf[running] == version
 }
 

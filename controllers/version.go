@@ -58,10 +58,7 @@ func (r *KroReconciler) chooseRevision(ctx context.Context, s *scope, pc *v1alph
 	key := client.ObjectKeyFromObject(s.kro).String()
 	s.version, s.obs.revision = v, update
 	s.record = nextRecord(pc, v.Version, update, key, prev)
-	running := prev.Revision
-	if running == "" {
-		running = s.kro.Status.Revision
-	}
+	running := runningRevision(s.kro, prev)
 	// A Kro that was Ready with the update revision before goes back to it at once: a
 	// revert of a version's artifacts returns the Kros that failed with the change.
 	if pc.Spec.Rollout == nil || running == "" || running == update || s.kro.Status.Revision == update || admitted(pc, v.Version, update, key) {

@@ -174,24 +174,18 @@ func (r *KroReconciler) krosOfProviderConfig(ctx context.Context, o client.Objec
 }
 
 // krosOfSecret maps a source secret in the provider's namespace to exactly the Kros
-// whose version uses it, and a copy in a tenant namespace to its Kro.
+// that use it: those whose version uses it now, and those whose running revision
+// (status.revision) does, as a rollout may hold them on it (chooseRevision). A copy in a
+// tenant namespace maps to its Kro.
 func (r *KroReconciler) krosOfSecret(ctx context.Context, o client.Object) []reconcile.Request {
 	if o.GetNamespace() != r.PodNamespace {
 		return r.krosInTenantNamespace(ctx, o)
 	}
-	pc := &v1alpha1.ProviderConfig{}
-	if err := r.Platform.Get(ctx, client.ObjectKey{Name: r.ProviderName}, pc); err != nil {
-		return nil
-	}
-	users := map[string]bool{}
-	for i := range pc.Spec.Versions {
-		v := &pc.Spec.Versions[i]
-		images, _ := imagePullSecretNames(v)
-		if v.ChartPullSecret == o.GetName() || slices.Contains(images, o.GetName()) {
-			users[v.Version] = true
-		}
-	}
-	if len(users) == 0 {
+	versions := r.versionsUsing(ctx, o.GetName())
+	revisions := r.revisionsUsing(ctx, o.GetName())
+	// Most secrets in the provider's namespace are nobody's pull secret (under openmcp it
+	// is openmcp-operator's, with rotating access secrets): no Kro is listed for them.
+	if len(versions) == 0 && len(revisions) == 0 {
 		return nil
 	}
 	list := &v1alpha1.KroList{}
@@ -199,7 +193,47 @@ func (r *KroReconciler) krosOfSecret(ctx context.Context, o client.Object) []rec
 		ctrl.LoggerFrom(ctx).Error(err, "listing Kros")
 		return nil
 	}
-	return requests(list.Items, func(k *v1alpha1.Kro) bool { return users[k.Spec.Version] })
+	return requests(list.Items, func(k *v1alpha1.Kro) bool { return versions[k.Spec.Version] || revisions[k.Status.Revision] })
+}
+
+// versionsUsing are the versions in the ProviderConfig whose artifacts name the secret.
+func (r *KroReconciler) versionsUsing(ctx context.Context, secret string) map[string]bool {
+	pc := &v1alpha1.ProviderConfig{}
+	if err := r.Platform.Get(ctx, client.ObjectKey{Name: r.ProviderName}, pc); err != nil {
+		return nil
+	}
+	out := map[string]bool{}
+	for i := range pc.Spec.Versions {
+		if usesSecret(&pc.Spec.Versions[i], secret) {
+			out[pc.Spec.Versions[i].Version] = true
+		}
+	}
+	return out
+}
+
+// revisionsUsing are the kept revisions whose artifacts name the secret. They come from
+// the platform cache, a few per version, so that the mapping costs no request and does
+// not grow with the Kros.
+func (r *KroReconciler) revisionsUsing(ctx context.Context, secret string) map[string]bool {
+	list := &appsv1.ControllerRevisionList{}
+	if err := r.Platform.List(ctx, list, client.InNamespace(r.PodNamespace), client.MatchingLabels{v1alpha1.LabelProvider: r.ProviderName}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing ControllerRevisions")
+		return nil
+	}
+	out := map[string]bool{}
+	for i := range list.Items {
+		v, err := revisionArtifacts(&list.Items[i])
+		if err == nil && usesSecret(v, secret) {
+			out[list.Items[i].Name] = true
+		}
+	}
+	return out
+}
+
+// usesSecret tells whether artifacts name the secret as chart or image pull secret.
+func usesSecret(v *v1alpha1.KroVersion, secret string) bool {
+	images, _ := imagePullSecretNames(v)
+	return v.ChartPullSecret == secret || slices.Contains(images, secret)
 }
 
 func requests(kros []v1alpha1.Kro, keep func(*v1alpha1.Kro) bool) []reconcile.Request {
