@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/openmcp-project/openmcp-operator/api/constants"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -97,6 +98,8 @@ type scope struct {
 	chartSecret  string
 	imageSecrets []string
 	access       *ControlPlaneAccess
+	// repo is the OCIRepository as applied, which the HelmRelease step may wait for.
+	repo *sourcev1.OCIRepository
 	// requeueAfter, when set, brings the Kro back sooner than the poll: a deletion that
 	// rechecks instances or waits for the end of a grace period.
 	requeueAfter time.Duration
