@@ -30,27 +30,37 @@ func applyUnlessCurrent(ctx context.Context, c client.Client, desired, current c
 		return err
 	}
 	if err := c.Get(ctx, client.ObjectKeyFromObject(desired), current); err == nil && isCurrent(current, hash) {
-		data, err := json.Marshal(current)
-		if err != nil {
-			return err
-		}
-		return json.Unmarshal(data, desired)
+		return copyObject(current, desired)
 	}
 	return apply(ctx, c, desired)
 }
+
+// copyObject makes into a copy of from, status included.
+func copyObject(from, into client.Object) error {
+	data, err := json.Marshal(from)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(data, into)
+}
+
+// prepareFunc sees an object as it is before it is applied (nil when there is none). It
+// may complete desired from it, and returns false to leave the object as it is for now.
+type prepareFunc func(current client.Object) (bool, error)
 
 // applyOwned is applyUnlessCurrent for an object that only the provider may write. The
 // cache selects the provider's labels, so an object of the same name that the provider
 // did not make is not in it: when the cache has nothing, the API server is asked. An
 // object that exists without the provider's labels for this Kro is neither changed nor
-// taken over, and applyOwned returns false.
-func applyOwned(ctx context.Context, c client.Client, reader client.Reader, desired, current client.Object) (bool, error) {
+// taken over, and applyOwned returns false. prepare, when given, runs before the apply;
+// when it leaves an object as it is, desired holds that object, as after an apply.
+func applyOwned(ctx context.Context, c client.Client, reader client.Reader, desired, current client.Object, prepare prepareFunc) (bool, error) {
 	key := client.ObjectKeyFromObject(desired)
 	err := c.Get(ctx, key, current)
 	if apierrors.IsNotFound(err) {
 		err = reader.Get(ctx, key, current)
 		if apierrors.IsNotFound(err) {
-			return true, applyUnlessCurrent(ctx, c, desired, current)
+			return true, applyPrepared(ctx, c, desired, nil, current, prepare)
 		}
 	}
 	if err != nil {
@@ -59,7 +69,22 @@ func applyOwned(ctx context.Context, c client.Client, reader client.Reader, desi
 	if !ownedAs(current, desired) {
 		return false, nil
 	}
-	return true, applyUnlessCurrent(ctx, c, desired, current)
+	return true, applyPrepared(ctx, c, desired, current, current, prepare)
+}
+
+// applyPrepared runs prepare on found (nil: none) and applies desired unless prepare
+// leaves found as it is. current is scratch space of desired's type.
+func applyPrepared(ctx context.Context, c client.Client, desired, found, current client.Object, prepare prepareFunc) error {
+	if prepare != nil {
+		ok, err := prepare(found)
+		if err != nil {
+			return err
+		}
+		if !ok && found != nil {
+			return copyObject(found, desired)
+		}
+	}
+	return applyUnlessCurrent(ctx, c, desired, current)
 }
 
 // stampHash records the hash of desired in its AnnotationAppliedHash.
@@ -88,16 +113,20 @@ func appliedHash(obj client.Object) (string, error) {
 }
 
 func isCurrent(current client.Object, hash string) bool {
-	if current.GetAnnotations()[AnnotationAppliedHash] != hash || !current.GetDeletionTimestamp().IsZero() {
-		return false
-	}
+	return current.GetAnnotations()[AnnotationAppliedHash] == hash && current.GetDeletionTimestamp().IsZero() &&
+		!specWrittenByOthers(current)
+}
+
+// specWrittenByOthers tells whether a field manager other than the provider has written
+// the object's spec.
+func specWrittenByOthers(current client.Object) bool {
 	for _, mf := range current.GetManagedFields() {
 		if mf.Manager == string(clusters.FieldOwner) || mf.Subresource != "" {
 			continue
 		}
 		if mf.FieldsV1 != nil && strings.Contains(mf.FieldsV1.GetRawString(), `"f:spec"`) {
-			return false
+			return true
 		}
 	}
-	return true
+	return false
 }

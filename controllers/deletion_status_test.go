@@ -52,9 +52,9 @@ func TestDeletionWhenNothingWasInstalled(t *testing.T) {
 		Data:       map[string][]byte{KubeconfigKey: unreachableKubeconfig(g)},
 	})).To(Succeed())
 	eventuallyCondition(g, k, v1alpha1.ConditionControlPlaneAccessReady, metav1.ConditionFalse, v1alpha1.ReasonControlPlaneUnreachable, "does not answer")
-	getOCIRepository(g, k)
 	chartCopy := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: providerName + "-" + chartSecret}}
 	g.Expect(platform.Client.Get(ctx, client.ObjectKeyFromObject(chartCopy), chartCopy)).To(Succeed())
+	g.Expect(platform.Client.Get(ctx, fluxKey(g, k), &sourcev1.OCIRepository{})).NotTo(Succeed(), "no OCIRepository without a ControlPlane")
 	g.Expect(platform.Client.Get(ctx, fluxKey(g, k), &helmv2.HelmRelease{})).NotTo(Succeed(), "no HelmRelease without a ControlPlane")
 
 	deleteKro(g, k)
@@ -126,8 +126,6 @@ func TestOpenMCPDeletionWithoutAccess(t *testing.T) {
 	// Denied from the start: reported as such, a Warning, and Ready says it too.
 	setPhase(denied, clustersv1alpha1.REQUEST_DENIED, "")
 	condOf(denied, v1alpha1.ConditionControlPlaneAccessReady, metav1.ConditionFalse, v1alpha1.ReasonAccessDenied, "openmcp denied AccessRequest "+denied.tenant+"/"+denied.ar.Name)
-	fluxReadyOn(g, env.platform.Client, &sourcev1.OCIRepository{ObjectMeta: metav1.ObjectMeta{Namespace: denied.tenant, Name: providerName}},
-		metav1.ConditionTrue, "stored artifact")
 	condOf(denied, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonAccessDenied)
 	g.Eventually(func(g Gomega) {
 		list := &corev1.EventList{}

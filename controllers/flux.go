@@ -21,7 +21,9 @@ import (
 // reconcileOCIRepository applies the chart source and reports its readiness.
 func (r *KroReconciler) reconcileOCIRepository(ctx context.Context, s *scope) (result, error) {
 	repo := newOCIRepository(s.kro, r.ProviderName, s.tenantNamespace, s.version, s.chartSecret, s.pollInterval)
-	owned, err := applyOwned(ctx, r.Platform, r.PlatformReader, repo, &sourcev1.OCIRepository{})
+	owned, err := applyOwned(ctx, r.Platform, r.PlatformReader, repo, &sourcev1.OCIRepository{}, func(current client.Object) (bool, error) {
+		return true, stampInstall(repo, current)
+	})
 	if err != nil {
 		return proceed, fmt.Errorf("applying OCIRepository %s/%s: %w", repo.Namespace, repo.Name, err)
 	}
@@ -30,7 +32,8 @@ func (r *KroReconciler) reconcileOCIRepository(ctx context.Context, s *scope) (r
 			ownershipConflictMessage(s.kro, "OCIRepository", "the platform cluster", repo, fluxConflictAdvice))
 		return waiting, nil
 	}
-	status, message := fluxReadiness(repo.Generation, repo.Status.ObservedGeneration, repo.Status.Conditions)
+	s.repo = repo
+	status, message := readFlux(repo, s.before)
 	s.obs.managed = append(s.obs.managed, managedFlux(repo, status, message))
 	fluxCondition(&s.obs, v1alpha1.ConditionOCIRepositoryReady, "OCIRepository "+repo.Namespace+"/"+repo.Name, status, message, v1alpha1.ReasonSourceNotReady)
 	return proceed, nil
@@ -66,13 +69,21 @@ func (r *KroReconciler) observeControlPlane(ctx context.Context, s *scope) (resu
 }
 
 // reconcileHelmRelease applies the release of kro onto the ControlPlane and reports its
-// readiness; the Kro is Ready only when the HelmRelease is.
+// readiness; the Kro is Ready only when the HelmRelease is. A change that need not go out
+// with the source's waits until source-controller has observed the source
+// (releaseWaitsForSource); the HelmRelease as it is is reported meanwhile.
 func (r *KroReconciler) reconcileHelmRelease(ctx context.Context, s *scope) (result, error) {
 	hr := newHelmRelease(s.kro, r.ProviderName, s.tenantNamespace, s.version, s.access.Kubeconfig, s.pollInterval)
 	if err := s.record.annotate(hr); err != nil {
 		return proceed, err
 	}
-	owned, err := applyOwned(ctx, r.Platform, r.PlatformReader, hr, &helmv2.HelmRelease{})
+	owned, err := applyOwned(ctx, r.Platform, r.PlatformReader, hr, &helmv2.HelmRelease{}, func(current client.Object) (bool, error) {
+		if err := stampInstall(hr, current); err != nil {
+			return false, err
+		}
+		wait, err := releaseWaitsForSource(s.repo, current, hr)
+		return !wait, err
+	})
 	if err != nil {
 		return proceed, fmt.Errorf("applying HelmRelease %s/%s: %w", hr.Namespace, hr.Name, err)
 	}
@@ -81,7 +92,7 @@ func (r *KroReconciler) reconcileHelmRelease(ctx context.Context, s *scope) (res
 			ownershipConflictMessage(s.kro, "HelmRelease", "the platform cluster", hr, fluxConflictAdvice))
 		return waiting, nil
 	}
-	status, message := fluxReadiness(hr.Generation, hr.Status.ObservedGeneration, hr.Status.Conditions)
+	status, message := readFlux(hr, s.before)
 	s.obs.managed = append(s.obs.managed, managedFlux(hr, status, message))
 	installedCondition(&s.obs, "HelmRelease "+hr.Namespace+"/"+hr.Name, s.version.ChartVersion, installedChart(hr), status, message, releaseFailReason(hr))
 	return proceed, nil

@@ -48,7 +48,7 @@ func (r *KroReconciler) inventory(ctx context.Context, s *scope) error {
 		add(managedSecret(clusters.Platform, &chartCopies.Items[i]))
 	}
 	flux := client.ObjectKey{Namespace: s.tenantNamespace, Name: fluxObjectName(r.ProviderName)}
-	if err := r.inventoryFlux(ctx, flux, &sourcev1.OCIRepository{}, reported, add); err != nil {
+	if err := r.inventoryFlux(ctx, flux, &sourcev1.OCIRepository{}, s.before, reported, add); err != nil {
 		return err
 	}
 	if s.access != nil {
@@ -60,7 +60,7 @@ func (r *KroReconciler) inventory(ctx context.Context, s *scope) error {
 			add(managedSecret(controlPlaneCluster, &imageCopies.Items[i]))
 		}
 	}
-	if err := r.inventoryFlux(ctx, flux, &helmv2.HelmRelease{}, reported, add); err != nil {
+	if err := r.inventoryFlux(ctx, flux, &helmv2.HelmRelease{}, s.before, reported, add); err != nil {
 		return err
 	}
 	s.obs.managed = append(s.obs.managed, found...)
@@ -71,8 +71,8 @@ func (r *KroReconciler) inventory(ctx context.Context, s *scope) error {
 }
 
 // inventoryFlux adds the Flux object of that key (an OCIRepository or a HelmRelease) with
-// its readiness, unless a step has reported it already: then it is not read again.
-func (r *KroReconciler) inventoryFlux(ctx context.Context, key client.ObjectKey, obj client.Object, reported map[string]bool, add func(v1alpha1.ManagedResource)) error {
+// its readiness (readFlux), unless a step has reported it already: then it is not read again.
+func (r *KroReconciler) inventoryFlux(ctx context.Context, key client.ObjectKey, obj client.Object, before *v1alpha1.KroStatus, reported map[string]bool, add func(v1alpha1.ManagedResource)) error {
 	gvk, err := apiutil.GVKForObject(obj, clusters.Scheme)
 	if err != nil {
 		return err
@@ -86,14 +86,7 @@ func (r *KroReconciler) inventoryFlux(ctx context.Context, key client.ObjectKey,
 	case err != nil:
 		return fmt.Errorf("reading %s %s: %w", gvk.Kind, key, err)
 	}
-	var status metav1.ConditionStatus
-	var message string
-	switch o := obj.(type) {
-	case *sourcev1.OCIRepository:
-		status, message = fluxReadiness(o.Generation, o.Status.ObservedGeneration, o.Status.Conditions)
-	case *helmv2.HelmRelease:
-		status, message = fluxReadiness(o.Generation, o.Status.ObservedGeneration, o.Status.Conditions)
-	}
+	status, message := readFlux(obj, before)
 	add(managedFlux(obj, status, beingDeleted(obj, message)))
 	return nil
 }

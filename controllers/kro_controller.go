@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/openmcp-project/openmcp-operator/api/constants"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -99,6 +100,8 @@ type scope struct {
 	access       *ControlPlaneAccess
 	// record is what the HelmRelease records of the rollout (admission.go).
 	record releaseRecord
+	// repo is the OCIRepository as applied, which the HelmRelease step may wait for.
+	repo *sourcev1.OCIRepository
 	// requeueAfter, when set, brings the Kro back sooner than the poll: a deletion that
 	// rechecks instances or waits for the end of a grace period.
 	requeueAfter time.Duration
@@ -208,13 +211,19 @@ func (r *KroReconciler) reconcileNormal(ctx context.Context, s *scope) (result, 
 	if err := r.findEarlier(ctx, s); err != nil {
 		return proceed, err
 	}
+	// The chart source and the values move together: the OCIRepository is applied right
+	// before the HelmRelease, after every step that can stop the reconcile for a while
+	// (the ControlPlane's access, the image pull secrets, the earlier provider's
+	// HelmRelease). A new chart tag applied alone would have helm-controller upgrade to
+	// the new chart with the old values, and under a rollout count that against the
+	// version, while the Kro merely waits for its ControlPlane (issue 21, hole 4).
 	steps := []step{
 		{v1alpha1.ConditionVersionResolved, "resolving the version", r.resolveVersion},
 		{v1alpha1.ConditionPullSecretsReady, "preparing the chart pull secret", r.reconcileChartPullSecret},
-		{v1alpha1.ConditionOCIRepositoryReady, "applying the OCIRepository", r.reconcileOCIRepository},
 		{v1alpha1.ConditionControlPlaneAccessReady, "reaching the ControlPlane", r.observeControlPlane},
 		{v1alpha1.ConditionPullSecretsReady, "copying image pull secrets to the ControlPlane", r.reconcileImagePullSecrets},
 		{v1alpha1.ConditionHelmReleaseReady, "suspending the earlier provider's HelmRelease", r.suspendEarlier},
+		{v1alpha1.ConditionOCIRepositoryReady, "applying the OCIRepository", r.reconcileOCIRepository},
 		{v1alpha1.ConditionHelmReleaseReady, "applying the HelmRelease", r.reconcileHelmRelease},
 		{v1alpha1.ConditionHandOver, "removing the earlier provider's objects", r.finishHandOver},
 	}

@@ -98,6 +98,11 @@ func TestTenantNamespaceRemovedWhenTheProviderCreatedIt(t *testing.T) {
 		g.Expect(platform.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "kube-root-ca.crt"}})).To(Succeed())
 		g.Expect(platform.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "default"}})).To(Succeed())
 	}
+	// chartCopyIn waits for what the provider puts into the Kro's tenant namespace while
+	// the ControlPlane cannot be reached yet: the chart pull secret copy.
+	chartCopyIn := func(g Gomega, k *v1alpha1.Kro) {
+		g.Expect(platform.Client.Get(ctx, client.ObjectKey{Namespace: tenantNamespace(g, k), Name: providerName + "-" + chart}, &corev1.Secret{})).To(Succeed())
+	}
 	// createdByProvider waits until the provider has made the Kro's tenant namespace and
 	// what goes into it while the ControlPlane cannot be reached yet.
 	createdByProvider := func(name string) (*v1alpha1.Kro, *corev1.Namespace) {
@@ -106,7 +111,7 @@ func TestTenantNamespaceRemovedWhenTheProviderCreatedIt(t *testing.T) {
 		g.Eventually(func(g Gomega) {
 			g.Expect(platform.Client.Get(ctx, client.ObjectKey{Name: tenantNamespace(g, k)}, tenant)).To(Succeed())
 			g.Expect(tenant.Labels).To(HaveKeyWithValue(v1alpha1.LabelManagedBy, v1alpha1.ManagedByValue))
-			getOCIRepository(g, k)
+			chartCopyIn(g, k)
 		}, timeout, interval).Should(Succeed())
 		kubernetesDefaults(tenant.Name)
 		return k, tenant
@@ -132,7 +137,7 @@ func TestTenantNamespaceRemovedWhenTheProviderCreatedIt(t *testing.T) {
 	g.Expect(platform.Client.Create(ctx, theirsNS)).To(Succeed())
 	kubernetesDefaults(theirsNS.Name)
 	theirs = newKro(g, ns, theirs.Name, version)
-	g.Eventually(func(g Gomega) { getOCIRepository(g, theirs) }, timeout, interval).Should(Succeed())
+	g.Eventually(func(g Gomega) { chartCopyIn(g, theirs) }, timeout, interval).Should(Succeed())
 
 	for _, k := range []*v1alpha1.Kro{ours, used, theirs} {
 		deleteKro(g, k)
