@@ -60,7 +60,7 @@ const (
 // rolloutSnapshot is one look, in this order, at the HelmReleases, the Kros and the
 // ProviderConfig: what a HelmRelease shows was there before the Kro was read.
 type rolloutSnapshot struct {
-	values []string // per ControlPlane: "none", "good", "broken" or the JSON
+	values []string // per ControlPlane: "none", "good", "broken", "good2" or the JSON
 	hrGen  []int64
 	kros   []*v1alpha1.Kro
 	vs     v1alpha1.VersionStatus
@@ -103,7 +103,7 @@ var _ = Describe("rollout of a version's changed artifacts", Ordered, Label("rol
 		}
 		var got any
 		Expect(json.Unmarshal(v.Raw, &got)).To(Succeed())
-		for name, raw := range map[string]string{"good": rolloutGoodValues, "broken": rolloutBrokenValues} {
+		for name, raw := range map[string]string{"good": rolloutGoodValues, "broken": rolloutBrokenValues, "good2": rolloutGood2Values} {
 			var want any
 			Expect(json.Unmarshal([]byte(raw), &want)).To(Succeed())
 			if reflect.DeepEqual(got, want) {
@@ -445,6 +445,13 @@ var _ = Describe("rollout of a version's changed artifacts", Ordered, Label("rol
 		})
 	})
 
+	kit := rolloutKit{
+		env: func() *env.Env { return se }, cps: func() []*env.ControlPlane { return cps },
+		goodRev: func() string { return goodRev }, brokenRev: func() string { return brokenRev },
+		snapshot: snapshot, watch: watch, runs: runs, untouched: untouched, updatePC: updatePC, setValues: setValues,
+	}
+	pausedRolloutSpecs(kit)
+
 	It("returns every Kro to the earlier revision when the change is reverted", func() {
 		reverted := time.Now()
 		updatePC(setValues(rolloutGoodValues))
@@ -472,6 +479,8 @@ var _ = Describe("rollout of a version's changed artifacts", Ordered, Label("rol
 		})
 		logEvents()
 	})
+
+	rolloutFaultSpecs(kit)
 
 	It("deletes the Kros, leaving nothing behind", func() {
 		for _, cp := range cps {
