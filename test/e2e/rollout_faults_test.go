@@ -69,7 +69,7 @@ func pausedRolloutSpecs(k rolloutKit) {
 			Expect(s.vs.Updating).To(BeEmpty(), "%s", s)
 			return time.Now().After(quietUntil)
 		})
-		fmt.Fprintf(GinkgoWriter, "rollout: the wiped status was rebuilt, paused, after %s\n", rebuilt.Round(100*time.Millisecond))
+		fmt.Fprintf(GinkgoWriter, "rollout: the wiped status was rebuilt, paused, after %s\n", rebuilt.Round(10*time.Millisecond))
 		timings = append(timings, timing{"rollout: wiped status rebuilt", rebuilt})
 	})
 }
