@@ -100,7 +100,10 @@ type harness struct {
 	fluxQueued map[string]bool
 	// fluxHold: tenant namespaces in which the harness does not play Flux for now.
 	fluxHold sync.Map
-	procs    int
+	// failing: tenant namespaces whose release the harness, as helm-controller, fails
+	// (rollout_flux.go).
+	failing sync.Map
+	procs   int
 
 	// dedConfigs are the ControlPlanes with an API server of their own (in flux mode the
 	// kwok ControlPlanes), watched as "dedicated-<i+1>"; ded are clients on them.

@@ -32,6 +32,9 @@ func (h *harness) playFlux(obj client.Object, generation, observed int64, conds 
 	if _, held := h.fluxHold.Load(obj.GetNamespace()); held {
 		return
 	}
+	if h.failedFor(obj, generation, observed, conds) {
+		return
+	}
 	key := fmt.Sprintf("%T|%s/%s", obj, obj.GetNamespace(), obj.GetName())
 	h.fluxMu.Lock()
 	defer h.fluxMu.Unlock()
@@ -59,6 +62,10 @@ func (h *harness) fluxWorker(ctx context.Context) {
 				}
 				obj = fresh
 			}
+			if h.releaseFails(obj) {
+				_ = h.setFluxCondition(ctx, obj, metav1.ConditionFalse)
+				continue
+			}
 			h.setFluxReady(ctx, obj)
 		}
 	}
@@ -69,13 +76,17 @@ func (h *harness) setFluxReady(ctx context.Context, obj client.Object) {
 }
 
 // setFluxCondition sets the Ready condition of a Flux object as Flux does: True when
-// done, Unknown (reason Progressing) while at work.
+// done, Unknown (reason Progressing) while at work, False (a HelmRelease's upgrade
+// failed) when the harness fails its release.
 func (h *harness) setFluxCondition(ctx context.Context, obj client.Object, status metav1.ConditionStatus) error {
 	var err error
 	for range 10 {
 		cond := metav1.Condition{Type: "Ready", Status: status, Reason: "Succeeded", ObservedGeneration: obj.GetGeneration(), LastTransitionTime: metav1.Now()}
-		if status != metav1.ConditionTrue {
+		switch status {
+		case metav1.ConditionUnknown:
 			cond.Reason = "Progressing"
+		case metav1.ConditionFalse:
+			cond.Reason = helmv2.UpgradeFailedReason
 		}
 		kind := ""
 		switch o := obj.(type) {
@@ -86,6 +97,9 @@ func (h *harness) setFluxCondition(ctx context.Context, obj client.Object, statu
 			kind = "oci"
 		case *helmv2.HelmRelease:
 			cond.Message = "Helm install succeeded for release kro-system/kro.v1 with chart kro@" + chartVersion
+			if status == metav1.ConditionFalse {
+				cond.Message = upgradeFailedMessage
+			}
 			o.Status.ObservedGeneration = o.Generation
 			meta.SetStatusCondition(&o.Status.Conditions, cond)
 			testenv.RecordRelease(o, chartVersion, status == metav1.ConditionTrue)

@@ -30,6 +30,11 @@ type RolloutConfig struct {
 	// HelmUpgrade is how long the harness, playing helm-controller, takes to upgrade a
 	// release whose values changed.
 	HelmUpgrade time.Duration
+	// UnavailableKros are Kros on a version whose helmValues change under MaxUnavailable
+	// while UnavailableShare (0 to 1) of them are unavailable, in an environment of their
+	// own after the other runs (0 skips that run; rollout_unavailable.go).
+	UnavailableKros  int
+	UnavailableShare float64
 }
 
 // RolloutResults are the figures of the rollout run.
@@ -53,8 +58,11 @@ type RolloutResults struct {
 	RestWindowSeconds     float64            `json:"restWindowSeconds"`
 	RestRequestsPerSecond map[string]float64 `json:"restRequestsPerSecond"`
 	// Runs are the rollouts, one after the other.
-	Runs    []RolloutRun `json:"runs"`
-	Targets []Target     `json:"targets"`
+	Runs []RolloutRun `json:"runs"`
+	// Unavailable is the rollout with Kros unavailable before the change, when there was
+	// one.
+	Unavailable *RolloutUnavailable `json:"unavailable,omitempty"`
+	Targets     []Target            `json:"targets"`
 }
 
 // RolloutRun is one change of a version's helmValues until every Kro on it runs the new
@@ -88,6 +96,19 @@ type RolloutRun struct {
 	// status admitted them (by the platform API server's resourceVersions, which order
 	// both); with a policy it must be 0.
 	ChangedBeforeAdmitted int `json:"changedBeforeAdmitted"`
+	// FailedKros: Kros any status of the revision listed in failed (none is expected, the
+	// harness fails no upgrade of an available Kro).
+	FailedKros int `json:"failedKros"`
+	// UnavailableBefore: Kros unavailable before the change, whose releases keep failing
+	// (rollout_unavailable.go); they count in MostUnavailable throughout and are not waited
+	// for. FailedUnavailableBefore: those of them any status listed in failed (must be 0).
+	UnavailableBefore       int `json:"unavailableBefore,omitempty"`
+	FailedUnavailableBefore int `json:"failedUnavailableBefore,omitempty"`
+	// CompleteMessage is the version's message in the first Complete status, and
+	// MessageNamesUnavailable whether it says that exactly the Kros unavailable before got
+	// the revision while unavailable (naming some, counting the rest).
+	CompleteMessage         string `json:"completeMessage,omitempty"`
+	MessageNamesUnavailable bool   `json:"messageNamesUnavailable,omitempty"`
 	// Unavailable: per Kro, how long it was unavailable; of that, Upgrade: its HelmRelease
 	// changed until the harness (as helm-controller) had it Ready, and ReadyToKroReady: from
 	// then until the Kro was Ready with the revision, the provider's part.
@@ -121,6 +142,9 @@ type RolloutRun struct {
 	// Kros' not-Ready states by status and reason.
 	ObjectChanges int            `json:"objectChanges"`
 	KrosNotReady  map[string]int `json:"krosNotReady,omitempty"`
+	// MachineBusy: the share of the machine's CPU time busy (every process) over the
+	// counted window.
+	MachineBusy float64 `json:"machineBusy,omitempty"`
 }
 
 const versionOne = "v-one"
@@ -133,8 +157,8 @@ func RunRollout(ctx context.Context, cfg Config, rc RolloutConfig) (*RolloutResu
 	if cfg.Log == nil {
 		cfg.Log = os.Stderr
 	}
-	if rc.Kros < 1 || rc.HelmUpgrade <= 0 {
-		return nil, fmt.Errorf("the rollout run needs at least 1 Kro and a helm upgrade time above 0")
+	if rc.Kros < 1 || rc.HelmUpgrade <= 0 || rc.UnavailableKros < 0 || rc.UnavailableShare < 0 || rc.UnavailableShare >= 1 {
+		return nil, fmt.Errorf("the rollout run needs at least 1 Kro, a helm upgrade time above 0 and a share of unavailable Kros from 0 to below 1")
 	}
 	cfg.Concurrency = max(1, cfg.Concurrency)
 	cfg.SharedAPIServers = max(1, cfg.SharedAPIServers)
@@ -146,13 +170,16 @@ func RunRollout(ctx context.Context, cfg Config, rc RolloutConfig) (*RolloutResu
 		Started: start.UTC().Truncate(time.Second), Machine: machine(), SharedAPIServers: cfg.SharedAPIServers,
 		ProviderFlags: cfg.ProviderFlags, HelmUpgradeSeconds: rc.HelmUpgrade.Seconds(), Kros: rc.Kros + rc.OneKros,
 	}
-	defer h.stop()
 	err := runRollout(ctx, h, rc, res)
+	if err != nil && h.proc != nil {
+		err = fmt.Errorf("%w\nthe provider's last log lines:\n%s", err, h.proc.LogTail(40))
+	}
+	h.stop()
+	if err == nil && rc.UnavailableKros > 0 {
+		res.Unavailable, err = runRolloutUnavailable(ctx, cfg, rc)
+	}
 	res.Duration = time.Since(start).Round(time.Second).String()
 	if err != nil {
-		if h.proc != nil {
-			err = fmt.Errorf("%w\nthe provider's last log lines:\n%s", err, h.proc.LogTail(40))
-		}
 		return res, err
 	}
 	res.Targets = EvaluateRollout(res)
@@ -165,7 +192,7 @@ func runRollout(ctx context.Context, h *harness, rc RolloutConfig, res *RolloutR
 		return err
 	}
 	all := len(main) + len(one)
-	if err := h.restRequests(ctx, all, res); err != nil {
+	if res.RestWindowSeconds, res.RestRequestsPerSecond, err = h.restRequests(ctx, all); err != nil {
 		return err
 	}
 	rest := total(res.RestRequestsPerSecond)
@@ -176,7 +203,7 @@ func runRollout(ctx context.Context, h *harness, rc RolloutConfig, res *RolloutR
 		if err := h.waitRolloutSettled(ctx, all); err != nil {
 			return err
 		}
-		r, err := h.rollout(ctx, rec, name, version, refs, policy, all)
+		r, err := h.rollout(ctx, rec, name, version, refs, nil, policy, all)
 		r.RequestsBeyondRest = round(max(0, r.RequestsTotal-rest*r.WindowSeconds))
 		res.Runs = append(res.Runs, r)
 		if err != nil {
@@ -241,33 +268,34 @@ func setupRollout(ctx context.Context, h *harness, rc RolloutConfig, res *Rollou
 	return rec, main, one, h.waitRolloutSettled(ctx, len(all))
 }
 
-// restRequests measures the provider's requests at rest, every Kro Ready.
-func (h *harness) restRequests(ctx context.Context, kros int, res *RolloutResults) error {
+// restRequests measures the provider's requests at rest, every Kro Ready: over how many
+// seconds, and per second by cluster and method.
+func (h *harness) restRequests(ctx context.Context, kros int) (float64, map[string]float64, error) {
 	window := min(max(h.cfg.IdleWindow, 5*time.Second), 15*time.Second)
 	h.logf("rollout: the provider's requests at rest for %s with %d Kros", window, kros)
 	// As in the idle measurement: the last work after the Kros became Ready (their RGD
 	// watches starting) is done a few seconds later.
 	if err := sleep(ctx, 5*time.Second); err != nil {
-		return err
+		return 0, nil, err
 	}
 	before, err := h.rolloutCounts()
 	if err != nil {
-		return err
+		return 0, nil, err
 	}
 	t0 := time.Now()
 	if err := sleep(ctx, window); err != nil {
-		return err
+		return 0, nil, err
 	}
 	after, err := h.rolloutCounts()
 	if err != nil {
-		return err
+		return 0, nil, err
 	}
 	secs := time.Since(t0).Seconds()
-	res.RestWindowSeconds, res.RestRequestsPerSecond = round(secs), map[string]float64{}
+	rates := map[string]float64{}
 	for k, v := range Delta(before.requests, after.requests) {
-		res.RestRequestsPerSecond[k] = round3(v / secs)
+		rates[k] = round3(v / secs)
 	}
-	return nil
+	return round(secs), rates, nil
 }
 
 func limitText(l int) string {

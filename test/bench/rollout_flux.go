@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
@@ -59,4 +60,49 @@ func (h *harness) upgradesPlayed() int {
 	h.fluxMu.Lock()
 	defer h.fluxMu.Unlock()
 	return h.upgraded
+}
+
+// upgradeFailedMessage is helm-controller's message for a release whose upgrade failed;
+// the harness fails the releases of the Kros it keeps unavailable with it.
+const upgradeFailedMessage = "Helm upgrade failed for release kro-system/kro with chart kro@" + chartVersion +
+	": resource Deployment/kro-system/kro not ready. status: InProgress, message: Available: 0/1"
+
+// failReleases makes the harness, as helm-controller, fail the releases of the tenant
+// namespaces: their HelmRelease gets Ready False (UpgradeFailed) for its generation now,
+// and every later generation fails the same way once its upgrade time is over (Ready
+// Unknown meanwhile). The release history keeps the last deployed release.
+func (h *harness) failReleases(ctx context.Context, tenants []string) error {
+	for _, ns := range tenants {
+		h.failing.Store(ns, true)
+		hrs := &helmv2.HelmReleaseList{}
+		if err := h.pl.List(ctx, hrs, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		if len(hrs.Items) == 0 {
+			return fmt.Errorf("no HelmRelease in %s to fail", ns)
+		}
+		for i := range hrs.Items {
+			if err := h.setFluxCondition(ctx, &hrs.Items[i], metav1.ConditionFalse); err != nil {
+				return fmt.Errorf("failing HelmRelease %s/%s: %w", ns, hrs.Items[i].Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// releaseFails: obj is a HelmRelease whose release the harness fails.
+func (h *harness) releaseFails(obj client.Object) bool {
+	if _, ok := obj.(*helmv2.HelmRelease); !ok {
+		return false
+	}
+	_, failing := h.failing.Load(obj.GetNamespace())
+	return failing
+}
+
+// failedFor: obj is a HelmRelease the harness fails, and it already says so for its
+// generation, so there is nothing to play.
+func (h *harness) failedFor(obj client.Object, generation, observed int64, conds []metav1.Condition) bool {
+	c := meta.FindStatusCondition(conds, "Ready")
+	return h.releaseFails(obj) && c != nil && c.Status == metav1.ConditionFalse && c.Reason == helmv2.UpgradeFailedReason &&
+		c.ObservedGeneration == generation && observed == generation
 }

@@ -81,8 +81,10 @@ func hostOf(host string) string {
 }
 
 // rollout changes version's helmValues under policy (already in place) and measures
-// until every Kro of refs runs the new revision and the provider has settled.
-func (h *harness) rollout(ctx context.Context, rec *rolloutRecorder, name, version string, refs []*kroRef, policy *v1alpha1.RolloutPolicy, all int) (RolloutRun, error) {
+// until every Kro of refs runs the new revision and the provider has settled. The Kros of
+// pre (by name) are unavailable before the change and stay so: they only get the
+// revision.
+func (h *harness) rollout(ctx context.Context, rec *rolloutRecorder, name, version string, refs []*kroRef, pre map[string]bool, policy *v1alpha1.RolloutPolicy, all int) (RolloutRun, error) {
 	r := RolloutRun{Name: name, Policy: "none", Version: version, Kros: len(refs)}
 	if policy != nil && policy.MaxUnavailable != nil {
 		r.Policy = "maxUnavailable: " + policy.MaxUnavailable.String()
@@ -102,7 +104,7 @@ func (h *harness) rollout(ctx context.Context, rec *rolloutRecorder, name, versi
 	if err != nil {
 		return r, err
 	}
-	upgradesBefore := h.upgradesPlayed()
+	upgradesBefore, cpuBefore := h.upgradesPlayed(), readCPU()
 	oldRev, err := h.versionRevision(ctx, version)
 	if err != nil {
 		return r, err
@@ -122,9 +124,10 @@ func (h *harness) rollout(ctx context.Context, rec *rolloutRecorder, name, versi
 	}
 	limit := waitTimeout
 	if policy != nil {
-		limit += time.Duration(math.Ceil(float64(len(refs))/float64(max(r.Limit, 1)))) * (h.helmUpgrade + 10*time.Second)
+		// The Kros unavailable before take places of maxUnavailable.
+		limit += time.Duration(math.Ceil(float64(len(refs))/float64(max(r.Limit-len(pre), 1)))) * (h.helmUpgrade + 10*time.Second)
 	}
-	if err := waitRolledOut(ctx, rec, version, refs, limit); err != nil {
+	if err := waitRolledOut(ctx, rec, version, refs, pre, limit); err != nil {
 		return r, err
 	}
 	if _, err := h.waitSettled(ctx, all, 0); err != nil {
@@ -146,7 +149,8 @@ func (h *harness) rollout(ctx context.Context, rec *rolloutRecorder, name, versi
 	if err != nil {
 		return r, err
 	}
-	snap.analyze(&r, refs, start, policy != nil)
+	r.MachineBusy = readCPU().busySince(cpuBefore)
+	snap.analyze(&r, refs, pre, start, policy != nil)
 	r.HelmUpgrades = h.upgradesPlayed() - upgradesBefore
 	r.ProviderRequests = Delta(before.requests, after.requests)
 	r.RequestsTotal = total(r.ProviderRequests)
@@ -178,11 +182,11 @@ func (h *harness) versionRevision(ctx context.Context, version string) (string, 
 
 // waitRolledOut waits until the recorder saw every Kro of refs Ready with the version's
 // new revision and the status Complete; a paused rollout or the limit ends it.
-func waitRolledOut(ctx context.Context, rec *rolloutRecorder, version string, refs []*kroRef, limit time.Duration) error {
+func waitRolledOut(ctx context.Context, rec *rolloutRecorder, version string, refs []*kroRef, pre map[string]bool, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for {
 		snap := rec.snapshot()
-		done, why := snap.finished(refs)
+		done, why := snap.finished(refs, pre)
 		if done {
 			return nil
 		}

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -22,7 +23,32 @@ func EvaluateRollout(r *RolloutResults) []Target {
 		}
 		out = append(out, t)
 	}
+	if u := r.Unavailable; u != nil {
+		run := u.Run
+		out = append(out, Target{
+			Name: fmt.Sprintf("rollout of a helmValues change to %d Kros under %s with %d of them unavailable before: most Kros unavailable at once, counting those, and Kros counted as failed",
+				run.Kros, run.Policy, run.UnavailableBefore),
+			Target: fmt.Sprintf("≤ %d (maxUnavailable); 0 failed; the message names the %d as given the revision while unavailable", run.Limit, run.UnavailableBefore),
+			Measured: fmt.Sprintf("%d; %d failed (%d of those unavailable before); named: %s; Complete after %.1f s",
+				run.MostUnavailable, run.FailedKros, run.FailedUnavailableBefore, yesNo(run.MessageNamesUnavailable), run.SecondsToComplete),
+			Met: unavailableMet(run),
+		})
+	}
 	return out
+}
+
+// unavailableMet: the run with Kros unavailable before stayed within maxUnavailable,
+// counted no Kro as failed and named the unavailable ones.
+func unavailableMet(run RolloutRun) bool {
+	return run.MostUnavailable <= run.Limit && run.ChangedBeforeAdmitted == 0 && run.FailedKros == 0 && run.FailedUnavailableBefore == 0 &&
+		run.MessageNamesUnavailable && run.SecondsToComplete > 0
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }
 
 // rolloutMarkdown renders the rollout run.
@@ -81,6 +107,9 @@ func rolloutMarkdown(p func(string, ...any), r *RolloutResults) {
 			run.WindowSeconds, run.RequestsBeyondRest, run.RequestsBeyondRest/float64(max(1, run.Kros)), run.WriteRequests, run.StatusWrites, run.StatusPatches,
 			run.KroReconciles, run.ProviderConfigReconciles, run.HelmReleaseSpecChanges, run.HelmUpgrades, run.ObjectChanges, counts(run.KrosNotReady))
 	}
+	if r.Unavailable != nil {
+		unavailableMarkdown(p, r, r.Unavailable)
+	}
 	if len(r.Targets) > 0 {
 		p("")
 		p("| measure | target | measured | met |")
@@ -115,7 +144,7 @@ func runsText(runs []RolloutRun) string {
 }
 
 func rolloutReproduce(r *RolloutResults) string {
-	var main, one, mu string
+	var main, one, mu, un, share string
 	for _, run := range r.Runs {
 		switch {
 		case run.Version == versionOne:
@@ -127,6 +156,75 @@ func rolloutReproduce(r *RolloutResults) string {
 	if one == "" {
 		one = "0"
 	}
-	return fmt.Sprintf("go tool task bench -- -modes rollout -rollout-kros %s -rollout-max-unavailable %s -rollout-one-kros %s -rollout-helm-upgrade %gs -shared-apiservers %d",
-		main, mu, one, r.HelmUpgradeSeconds, r.SharedAPIServers)
+	un, share = "0", "5%"
+	if u := r.Unavailable; u != nil {
+		un, share = fmt.Sprint(u.Kros), fmt.Sprintf("%g%%", u.SharePercent)
+	}
+	return fmt.Sprintf("go tool task bench -- -modes rollout -rollout-kros %s -rollout-max-unavailable %s -rollout-one-kros %s -rollout-unavailable-kros %s -rollout-unavailable-share %s -rollout-helm-upgrade %gs -shared-apiservers %d",
+		main, mu, one, un, share, r.HelmUpgradeSeconds, r.SharedAPIServers)
+}
+
+// unavailableMarkdown renders the rollout with Kros unavailable before the change.
+func unavailableMarkdown(p func(string, ...any), r *RolloutResults, u *RolloutUnavailable) {
+	run := u.Run
+	p("")
+	p("**Kros unavailable before the change.** In an environment of its own (took %s), %d Kros on one version, each with its own", u.Duration, u.Kros)
+	p("ControlPlane credentials on the %d shared API server(s), are created at once and become Ready (created → Ready: %s).", r.SharedAPIServers, distCell(u.CreatedToReady))
+	p("Then the harness, playing helm-controller, fails the release of %d of them (%g %%, every %sKro in name order): their", run.UnavailableBefore, u.SharePercent, nth(u.Kros, run.UnavailableBefore))
+	p("HelmRelease gets `Ready` False, reason `UpgradeFailed` (\"Helm upgrade failed … not ready\"), the last deployed release staying in")
+	p("its history, and every later upgrade of it fails the same way after the upgrade time (`Ready` Unknown meanwhile). So these")
+	p("Kros are unavailable before the change and stay so through it: a failing release is what the harness, standing in for")
+	p("helm-controller, can play as it is (it cannot make a ControlPlane unreachable without cutting off the provider's other")
+	p("ControlPlanes on the same shared API server). With `spec.rollout` {%s} set, the version's status said, before the change:", run.Policy)
+	p("%s.", "`"+u.StatusBefore+"`")
+	p("Then the version's `helmValues` change. \"Most unavailable\" counts the %d as unavailable all along; \"counted as failed\" are the", run.UnavailableBefore)
+	p("Kros any status of the new revision listed in `status.versions[].failed`; `Complete` here means %d Kros updated and %d given", run.Kros-run.UnavailableBefore, run.UnavailableBefore)
+	p("the revision while unavailable (their HelmRelease carries it). Requests beyond rest take the rate at rest of this environment")
+	p("(%.1f requests/s with %d Kros, %s).", total(u.RestRequestsPerSecond), u.Kros, rates(u.RestRequestsPerSecond))
+	p("")
+	p("| rollout | Kros | unavailable before | policy (scaled) | → all available Kros Ready with the new revision | → status `Complete` | most unavailable at once, counting those unavailable before | within maxUnavailable | most admitted | changed before admitted | Kros counted as failed: of those unavailable before / all | ProviderConfig status writes (watch; PATCHes at the API server) | provider requests beyond rest; of which writes | unavailable per available Kro: median / p95 / max | machine CPU busy |")
+	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	within := "met"
+	if run.MostUnavailable > run.Limit {
+		within = "**no**"
+	}
+	p("| %s | %d | %d | %s (%s) | %.2f s | %.2f s | %d | %s | %d | %d | %d / %d | %d; %.0f | %.0f; %.0f | %s | %.0f %% |", run.Name, run.Kros, run.UnavailableBefore,
+		run.Policy, limitText(run.Limit), run.SecondsToAllUpdated, run.SecondsToComplete, run.MostUnavailable, within, run.MostAdmitted, run.ChangedBeforeAdmitted,
+		run.FailedUnavailableBefore, run.FailedKros, run.StatusWrites, run.StatusPatches, run.RequestsBeyondRest, run.WriteRequests,
+		medP95Max(run.Unavailable), run.MachineBusy*100)
+	p("")
+	names := "names them"
+	if !run.MessageNamesUnavailable {
+		names = "does **not** name exactly them"
+	}
+	p("The version's message in the first `Complete` status %s: `%s`.", names, run.CompleteMessage)
+	p("The machine's load average was %.1f on %d cores when this run started, and its CPU was %.0f %% busy during the change:", u.LoadAverage, r.Machine.CPUs, run.MachineBusy*100)
+	if u.LoadAverage > float64(r.Machine.CPUs) {
+		p("other test runs shared the machine, so the times are noisy. What matters are the counts: the most unavailable and the failures")
+		p("do not depend on the machine's speed; the status writes do a little (how many changes one write takes in).")
+	} else {
+		p("the times depend on the machine's speed; the most unavailable and the failures do not, the status writes a little.")
+	}
+}
+
+// nth says which Kro of n is picked when picked of them are: "20th" for 50 of 1,000.
+func nth(n, picked int) string {
+	if picked == 0 {
+		return "—"
+	}
+	k := n / picked
+	suffix := "th"
+	switch {
+	case k%100 >= 11 && k%100 <= 13:
+	case k%10 == 1:
+		suffix = "st"
+	case k%10 == 2:
+		suffix = "nd"
+	case k%10 == 3:
+		suffix = "rd"
+	}
+	if k == 1 {
+		return ""
+	}
+	return strconv.Itoa(k) + suffix + " "
 }

@@ -51,6 +51,7 @@ func run() error {
 		sc      bench.ShardedConfig
 		rc      bench.RolloutConfig
 		rollMU  string
+		unShare string
 		hc      bench.HandoverConfig
 		hoKros  string
 	)
@@ -70,6 +71,8 @@ func run() error {
 	flag.IntVar(&rc.Kros, "rollout-kros", 100, "rollout mode: Kros on the version whose helmValues change (0 skips the rollout mode)")
 	flag.StringVar(&rollMU, "rollout-max-unavailable", "10%", "rollout mode: spec.rollout.maxUnavailable of the second change, a number or a percentage")
 	flag.IntVar(&rc.OneKros, "rollout-one-kros", 20, "rollout mode: Kros on a version of their own whose helmValues change under maxUnavailable 1 (0 skips)")
+	flag.IntVar(&rc.UnavailableKros, "rollout-unavailable-kros", 1000, "rollout mode: Kros, in an environment of their own, on a version whose helmValues change under -rollout-max-unavailable while -rollout-unavailable-share of them are unavailable (their releases failing) (0 skips)")
+	flag.StringVar(&unShare, "rollout-unavailable-share", "5%", "rollout mode: the share of the -rollout-unavailable-kros that are unavailable before the change and stay so, a percentage or a fraction")
 	flag.DurationVar(&rc.HelmUpgrade, "rollout-helm-upgrade", 2*time.Second, "rollout mode: how long the harness, playing helm-controller, takes to upgrade a HelmRelease whose values changed")
 	flag.StringVar(&hoKros, "handover-kros", "1,100", "handover mode: numbers N of Kros with the earlier provider's installation, one run each in an environment of its own (0 skips the handover mode)")
 	flag.DurationVar(&hc.Look, "handover-look", 200*time.Millisecond, "handover mode: how often the harness lists the Kros and the earlier objects")
@@ -97,7 +100,7 @@ func run() error {
 	ctx, cancelTimeout := context.WithTimeout(ctx, timeout)
 	defer cancelTimeout()
 
-	ms, err := selectModes(modes, sc, &rc, rollMU, &hc, hoKros)
+	ms, err := selectModes(modes, sc, &rc, rollMU, unShare, &hc, hoKros)
 	if err != nil {
 		return err
 	}
@@ -216,9 +219,9 @@ func runSharded(ctx context.Context, cfg bench.Config, sc bench.ShardedConfig) (
 }
 
 // selectModes reads -modes and leaves out the modes their flags switch off (no sharded
-// replicas, no rollout Kros, no hand-over Kros); it reads -rollout-max-unavailable into
-// rc and -handover-kros into hc.
-func selectModes(modes string, sc bench.ShardedConfig, rc *bench.RolloutConfig, maxUnavailable string, hc *bench.HandoverConfig, handoverKros string) (modeSet, error) {
+// replicas, no rollout Kros, no hand-over Kros); it reads -rollout-max-unavailable and
+// -rollout-unavailable-share into rc and -handover-kros into hc.
+func selectModes(modes string, sc bench.ShardedConfig, rc *bench.RolloutConfig, maxUnavailable, unavailableShare string, hc *bench.HandoverConfig, handoverKros string) (modeSet, error) {
 	ms, err := parseModes(modes)
 	if err != nil {
 		return modeSet{}, err
@@ -228,6 +231,9 @@ func selectModes(modes string, sc bench.ShardedConfig, rc *bench.RolloutConfig, 
 	if ms.rollout {
 		if rc.MaxUnavailable, err = parseMaxUnavailable(maxUnavailable); err != nil {
 			return modeSet{}, err
+		}
+		if rc.UnavailableShare, err = bench.ParseShare(unavailableShare); err != nil {
+			return modeSet{}, fmt.Errorf("-rollout-unavailable-share: %w", err)
 		}
 	}
 	if hc.Kros, err = bench.ParseCounts(handoverKros); err != nil {
