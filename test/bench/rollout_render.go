@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 )
 
 // EvaluateRollout records, for each rollout under a policy, whether the most Kros
@@ -177,6 +179,10 @@ func unavailableMarkdown(p func(string, ...any), r *RolloutResults, u *RolloutUn
 	p("helm-controller, can play as it is (it cannot make a ControlPlane unreachable without cutting off the provider's other")
 	p("ControlPlanes on the same shared API server). With `spec.rollout` {%s} set, the version's status said, before the change:", run.Policy)
 	p("%s.", "`"+u.StatusBefore+"`")
+	if !strings.HasPrefix(u.StatusBefore, string(v1alpha1.RolloutComplete)) {
+		p("Nothing had changed yet, but a Kro that is unavailable without an admission counts neither as updated nor as given the")
+		p("revision while unavailable, so the version does not read `Complete` before the change.")
+	}
 	p("Then the version's `helmValues` change. \"Most unavailable\" counts the %d as unavailable all along; \"counted as failed\" are the", run.UnavailableBefore)
 	p("Kros any status of the new revision listed in `status.versions[].failed`; `Complete` here means %d Kros updated and %d given", run.Kros-run.UnavailableBefore, run.UnavailableBefore)
 	p("the revision while unavailable (their HelmRelease carries it). Requests beyond rest take the rate at rest of this environment")
