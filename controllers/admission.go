@@ -39,6 +39,8 @@ type admissionRecord struct {
 	Since       metav1.Time `json:"since"`
 	RGDsReady   int32       `json:"rgdsReady,omitempty"`
 	Unavailable bool        `json:"unavailable,omitempty"`
+	// Instances is the instance baseline (rollout_health.go), taken after the admission.
+	Instances *v1alpha1.InstanceCounts `json:"instances,omitempty"`
 }
 
 // readRecord reads a HelmRelease's record. An admission that cannot be read is left
@@ -83,6 +85,7 @@ func (rec releaseRecord) member(kro string) v1alpha1.RolloutMember {
 	m := v1alpha1.RolloutMember{Kro: kro, Reason: rec.Failed}
 	if rec.Admission != nil {
 		m.Since, m.RGDsReady, m.Unavailable = rec.Admission.Since, rec.Admission.RGDsReady, rec.Admission.Unavailable
+		m.Instances = rec.Admission.Instances.DeepCopy()
 	}
 	return m
 }
@@ -121,8 +124,10 @@ func nextRecord(pc *v1alpha1.ProviderConfig, version, revision, kro string, prev
 		switch i, j := slices.IndexFunc(vs.Updating, is), slices.IndexFunc(vs.Failed, is); {
 		case i >= 0:
 			rec.Admission = admissionOf(vs.Updating[i])
+			carryInstanceBaseline(rec.Admission, prev, revision)
 		case j >= 0:
 			rec.Admission, rec.Failed = admissionOf(vs.Failed[j]), vs.Failed[j].Reason
+			carryInstanceBaseline(rec.Admission, prev, revision)
 		case prev.Revision == revision:
 			// Done with the revision (healthy, or given it while unavailable): the
 			// admission stays on record, a failure does not.
@@ -137,7 +142,7 @@ func nextRecord(pc *v1alpha1.ProviderConfig, version, revision, kro string, prev
 }
 
 func admissionOf(m v1alpha1.RolloutMember) *admissionRecord {
-	return &admissionRecord{Since: m.Since, RGDsReady: m.RGDsReady, Unavailable: m.Unavailable}
+	return &admissionRecord{Since: m.Since, RGDsReady: m.RGDsReady, Unavailable: m.Unavailable, Instances: m.Instances.DeepCopy()}
 }
 
 // releaseRecordOf reads the record of the Kro's HelmRelease from the cache; none when the

@@ -49,6 +49,9 @@ type ControlPlaneAccess struct {
 	ResourceGraphDefinitions func(context.Context) ([]krov1alpha1.ResourceGraphDefinition, error)
 	// Instances counts the instances of the CRDs kro generated, from the API server.
 	Instances func(context.Context) ([]InstanceCount, error)
+	// KroHealth reads kro's health for a rollout's gate from the API server
+	// (kro_health.go), for the revision being installed.
+	KroHealth func(ctx context.Context, revision string) (*v1alpha1.RolloutHealth, error)
 }
 
 // rgdCRDName is the CRD that kro's chart installs; until it exists a ControlPlane has no
@@ -257,6 +260,9 @@ func (c *engagedControlPlanes) Access(ctx context.Context, kro *v1alpha1.Kro) (*
 			}
 		},
 		Instances: func(ctx context.Context) ([]InstanceCount, error) { return instancesOf(ctx, cl) },
+		KroHealth: func(ctx context.Context, revision string) (*v1alpha1.RolloutHealth, error) {
+			return readKroHealth(ctx, cl, revision)
+		},
 	}, nil
 }
 

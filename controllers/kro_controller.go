@@ -100,6 +100,9 @@ type scope struct {
 	access       *ControlPlaneAccess
 	// record is what the HelmRelease records of the rollout (admission.go).
 	record releaseRecord
+	// gate: a rollout is updating the Kro, so its reconciles read kro's health on the
+	// ControlPlane (rollout_health.go).
+	gate bool
 	// repo is the OCIRepository as applied, which the HelmRelease step may wait for.
 	repo *sourcev1.OCIRepository
 	// requeueAfter, when set, brings the Kro back sooner than the poll: a deletion that
@@ -221,6 +224,7 @@ func (r *KroReconciler) reconcileNormal(ctx context.Context, s *scope) (result, 
 		{v1alpha1.ConditionVersionResolved, "resolving the version", r.resolveVersion},
 		{v1alpha1.ConditionPullSecretsReady, "preparing the chart pull secret", r.reconcileChartPullSecret},
 		{v1alpha1.ConditionControlPlaneAccessReady, "reaching the ControlPlane", r.observeControlPlane},
+		{v1alpha1.ConditionControlPlaneAccessReady, "reading kro's health for the rollout", r.observeRolloutHealth},
 		{v1alpha1.ConditionPullSecretsReady, "copying image pull secrets to the ControlPlane", r.reconcileImagePullSecrets},
 		{v1alpha1.ConditionHelmReleaseReady, "suspending the earlier provider's HelmRelease", r.suspendEarlier},
 		{v1alpha1.ConditionOCIRepositoryReady, "applying the OCIRepository", r.reconcileOCIRepository},

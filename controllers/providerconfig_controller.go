@@ -137,6 +137,7 @@ func (kroCountChanged) Update(e event.UpdateEvent) bool {
 		o.Status.Phase != n.Status.Phase || o.Status.ObservedGeneration != n.Status.ObservedGeneration ||
 		// what a rollout's health gate reads
 		o.Status.Revision != n.Status.Revision || rgdsReady(o) != rgdsReady(n) ||
+		!equality.Semantic.DeepEqual(o.Status.RolloutHealth, n.Status.RolloutHealth) ||
 		!equality.Semantic.DeepEqual(meta.FindStatusCondition(o.Status.Conditions, v1alpha1.ConditionHelmReleaseReady),
 			meta.FindStatusCondition(n.Status.Conditions, v1alpha1.ConditionHelmReleaseReady))
 }

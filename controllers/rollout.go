@@ -195,6 +195,7 @@ func (ms members) of(k *v1alpha1.Kro, rec releaseRecord, revision string) member
 	key, done := kroKey(k), k.Status.Revision == revision
 	var out membership
 	if m, ok := ms.updating[key]; ok {
+		m = withInstanceBaseline(m, rec)
 		out.updating = &m
 	} else if !done && rec.admittedTo(revision) {
 		m := rec.member(key)
@@ -212,10 +213,9 @@ func (ms members) of(k *v1alpha1.Kro, rec releaseRecord, revision string) member
 // settle places a Kro the rollout knows of, or one that runs the revision healthily,
 // and tells whether it did.
 func (p *rolloutPlan) settle(k *v1alpha1.Kro, ms membership, rec releaseRecord, timeout time.Duration, now time.Time) bool {
-	base := ms.baseline()
+	gate := judge(k, ms, p.Revision)
 	switch {
-	case runsHealthy(k, p.Revision) && (base == nil || k.Status.ResourceGraphDefinitions == nil ||
-		k.Status.ResourceGraphDefinitions.Ready >= base.RGDsReady):
+	case runsHealthy(k, p.Revision) && gate.reason == "":
 		p.Updated++
 	case ms.failed != nil:
 		p.Failed = append(p.Failed, *ms.failed)
@@ -232,7 +232,7 @@ func (p *rolloutPlan) settle(k *v1alpha1.Kro, ms membership, rec releaseRecord, 
 		p.Updating = append(p.Updating, *ms.updating)
 	default:
 		m := *ms.updating
-		if reason := failure(k, m, timeout, now); reason != "" {
+		if reason := failure(k, m, gate, timeout, now); reason != "" {
 			m.Reason = reason
 			p.Failed = append(p.Failed, m)
 			p.unavailable++
@@ -359,18 +359,24 @@ func runsHealthy(k *v1alpha1.Kro, revision string) bool {
 	return k.Status.Revision == revision && k.Status.Phase == v1alpha1.PhaseReady && k.Status.ObservedGeneration == k.Generation
 }
 
-// failure says why an updating Kro failed, or "": its release failed after it was
-// admitted, or it was not healthy within the timeout.
-func failure(k *v1alpha1.Kro, m v1alpha1.RolloutMember, timeout time.Duration, now time.Time) string {
+// failure says why an updating Kro failed, or "": the gate failed it, its release
+// failed after it was admitted, or it was not healthy within the timeout.
+func failure(k *v1alpha1.Kro, m v1alpha1.RolloutMember, gate verdict, timeout time.Duration, now time.Time) string {
+	if gate.final {
+		return shortenMessage(gate.reason)
+	}
 	if c := meta.FindStatusCondition(k.Status.Conditions, v1alpha1.ConditionHelmReleaseReady); c != nil &&
 		c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonReleaseFailed && !c.LastTransitionTime.Before(&m.Since) {
 		// Both times are kept to the second: a failure in the second of the admission counts.
 		return shortenMessage(c.Message)
 	}
 	if now.Sub(m.Since.Time) >= timeout {
-		msg := "not healthy"
-		if c := meta.FindStatusCondition(k.Status.Conditions, v1alpha1.ConditionReady); c != nil {
+		msg := gate.reason
+		if c := meta.FindStatusCondition(k.Status.Conditions, v1alpha1.ConditionReady); msg == "" && c != nil {
 			msg = c.Reason + ": " + c.Message
+		}
+		if msg == "" {
+			msg = "not healthy"
 		}
 		return shortenMessage(fmt.Sprintf("not healthy within %s: %s", timeout, msg))
 	}

@@ -42,6 +42,9 @@ type observation struct {
 	// accessMissingSince is when it was first found missing, or nil when it is there.
 	accessChecked      bool
 	accessMissingSince *metav1.Time
+	// rolloutHealth is kro's health on the ControlPlane, read while a rollout updates the
+	// Kro (rollout_health.go); nil otherwise.
+	rolloutHealth *v1alpha1.RolloutHealth
 	// revision is the ControllerRevision of the artifacts this reconcile installs with;
 	// it becomes status.revision once the Kro is Ready with it.
 	revision string
@@ -132,6 +135,7 @@ func computeStatus(old v1alpha1.KroStatus, generation int64, obs observation, no
 		ResourceGraphDefinitions: reportedRGDs(old.ResourceGraphDefinitions, obs, now),
 		AccessMissingSince:       missingSince,
 		Revision:                 revision,
+		RolloutHealth:            obs.rolloutHealth,
 	}
 }
 

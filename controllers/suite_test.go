@@ -163,6 +163,10 @@ func prepare(ctx context.Context) error {
 	if err := platform.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: podNamespace}}); err != nil {
 		return err
 	}
+	// A rollout's gate reads kro's Deployment (rollout_health.go).
+	if err := playKroDeployment(ctx, controlPlane.Client); err != nil {
+		return fmt.Errorf("creating kro's Deployment on the ControlPlane: %w", err)
+	}
 	pc := &v1alpha1.ProviderConfig{
 		ObjectMeta: metav1.ObjectMeta{Name: providerName},
 		Spec: v1alpha1.ProviderConfigSpec{

@@ -62,6 +62,7 @@ func (r *KroReconciler) chooseRevision(ctx context.Context, s *scope, pc *v1alph
 	// A Kro that was Ready with the update revision before goes back to it at once: a
 	// revert of a version's artifacts returns the Kros that failed with the change.
 	if pc.Spec.Rollout == nil || running == "" || running == update || s.kro.Status.Revision == update || admitted(pc, v.Version, update, key) {
+		s.gate = pc.Spec.Rollout != nil && gated(pc, v.Version, update, key)
 		s.obs.versionResolved(v)
 		return proceed, nil
 	}

@@ -112,6 +112,63 @@ type KroStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	Revision string `json:"revision,omitempty"`
+
+	// RolloutHealth is what a rollout's health gate reads of kro on the ControlPlane: the
+	// readiness of the instances of the kinds kro generated and of kro's Deployment. The
+	// provider reads it only while a rollout updates the Kro; otherwise it is absent.
+	// +optional
+	RolloutHealth *RolloutHealth `json:"rolloutHealth,omitempty"`
+}
+
+// InstanceCounts counts the instances of the kinds kro generated on a ControlPlane.
+type InstanceCounts struct {
+	// Total is the number of instances.
+	Total int32 `json:"total"`
+	// Ready is the number of those whose Ready condition is True.
+	Ready int32 `json:"ready"`
+}
+
+// RolloutHealth is kro's health on the ControlPlane while a rollout updates the Kro.
+type RolloutHealth struct {
+	// Revision is the revision the Kro was being installed with when the provider looked.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Revision string `json:"revision"`
+	// Instances counts the instances of the kinds kro generated.
+	// +required
+	Instances InstanceCounts `json:"instances"`
+	// NotReady lists instances that are not Ready, at most 5.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=5
+	NotReady []InstanceState `json:"notReady,omitempty"`
+	// DeploymentAvailable says that kro's Deployment in kro-system has finished its
+	// rollout: every replica updated to its current spec and available.
+	DeploymentAvailable bool `json:"deploymentAvailable"`
+	// Deployment says how kro's Deployment is doing.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Deployment string `json:"deployment,omitempty"`
+}
+
+// InstanceState is one instance that is not Ready, and why.
+type InstanceState struct {
+	// Kind of the instance.
+	// +required
+	// +kubebuilder:validation:MaxLength=63
+	Kind string `json:"kind"`
+	// Namespace of the instance; empty for a cluster-scoped one.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace,omitempty"`
+	// Name of the instance.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// Reason from the instance's Ready condition, or why there is none.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	Reason string `json:"reason,omitempty"`
 }
 
 // Kro asks for kro to be installed on the ControlPlane of the same name and namespace.

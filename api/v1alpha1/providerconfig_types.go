@@ -230,6 +230,12 @@ type RolloutMember struct {
 	// +kubebuilder:validation:Minimum=0
 	RGDsReady int32 `json:"rgdsReady,omitempty"`
 
+	// Instances is how many of the instances of the kinds kro generated on the
+	// ControlPlane were Ready right before the Kro got the revision; once it runs the
+	// revision, a smaller share Ready fails it. Absent until the provider has looked.
+	// +optional
+	Instances *InstanceCounts `json:"instances,omitempty"`
+
 	// Unavailable says that the Kro was not Ready when it was admitted (its ControlPlane
 	// stopped, its release failing): it is updated last, counts against maxUnavailable
 	// as it did before, and is never a failure of the revision.

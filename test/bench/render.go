@@ -457,7 +457,13 @@ const methodText = `- **Clusters:** real kube-apiservers with etcd (test/testenv
   apart) of its metrics in which every ControlPlane is engaged, the queue is empty and at least one reconcile per
   Kro has run.
 - **Deletion:** a Kro's deletion is blocked by an RGD on its ControlPlane (` + "`DeletionBlocked=True`" + `); the harness
-  deletes the RGD and times until the Kro is gone. With pollInterval 10 min, only watches can explain a fast result.`
+  deletes the RGD and times until the Kro is gone. With pollInterval 10 min, only watches can explain a fast result.
+- **Rollout health gate (issue 21):** the instances of the kinds kro generated and kro's Deployment are read
+  from a ControlPlane's API server only in the reconciles of a Kro that a rollout updates or holds as failed; no
+  informer and no cached kind was added, so an engaged ControlPlane outside a rollout holds what it held before.
+  ` + "`" + `BenchmarkEngagedControlPlaneMemory` + "`" + ` (providers/controlplane, 10 and 50 ControlPlanes, 3 runs each) gave a Go heap
+  of 0.107 MiB per ControlPlane before the change and 0.117 MiB after: ratio 1.09, within the runs' spread
+  (0.097 to 0.134 MiB); the package it measures did not change.`
 
 // Point is one (x, y) of a series.
 type Point struct{ X, Y float64 }

@@ -1,0 +1,167 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+
+	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/clusters"
+)
+
+// kro's health on a ControlPlane, as a rollout's gate reads it (rollout_health.go): the
+// Ready condition of the instances of the kinds kro generated, and kro's Deployment.
+//
+// Neither is cached: a watch of every generated kind and of Deployments would hold
+// every instance of every ControlPlane in memory, all the time, for a gate that matters
+// only while a rollout updates the Kro. So the Kro reconciler reads both straight from
+// the API server, and only in the reconciles of a Kro that a rollout is updating
+// (scope.gate): a ControlPlane outside a rollout costs what it did before. The reads go
+// through a dynamic client with the resources spelled out, so that the engaged
+// cluster's REST mapper does not discover, and keep, the generated kinds either.
+
+// kroInstanceReady is the condition kro (v0.9.x) sets on an instance.
+const kroInstanceReady = "Ready"
+
+// maxNotReadyInstances bounds the instances that are not Ready named in the status.
+const maxNotReadyInstances = 5
+
+// readKroHealth reads kro's health on the ControlPlane, for the revision being installed.
+func readKroHealth(ctx context.Context, cl cluster.Cluster, revision string) (*v1alpha1.RolloutHealth, error) {
+	dyn, err := dynamic.NewForConfigAndClient(cl.GetConfig(), cl.GetHTTPClient())
+	if err != nil {
+		return nil, err
+	}
+	h := &v1alpha1.RolloutHealth{Revision: revision}
+	if err := countInstances(ctx, cl.GetAPIReader(), dyn, h); err != nil {
+		return nil, err
+	}
+	if err := deploymentHealth(ctx, dyn, h); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// countInstances counts the instances of every kind kro generated and names a few that
+// are not Ready, in the order of their kind's resource, namespace and name.
+func countInstances(ctx context.Context, reader client.Reader, dyn dynamic.Interface, h *v1alpha1.RolloutHealth) error {
+	crds := &apiextensionsv1.CustomResourceDefinitionList{}
+	if err := reader.List(ctx, crds, client.MatchingLabels{kroOwnedLabel: "true"}); err != nil {
+		return fmt.Errorf("listing the CRDs kro generated: %w", err)
+	}
+	sort.Slice(crds.Items, func(i, j int) bool { return crds.Items[i].Name < crds.Items[j].Name })
+	for i := range crds.Items {
+		crd := &crds.Items[i]
+		version := servedVersion(crd)
+		if version == "" {
+			continue
+		}
+		gvr := apiextensionsv1.SchemeGroupVersion.WithResource(crd.Spec.Names.Plural)
+		gvr.Group, gvr.Version = crd.Spec.Group, version
+		list, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return fmt.Errorf("listing %s: %w", crd.Name, err)
+		}
+		sort.Slice(list.Items, func(a, b int) bool {
+			return client.ObjectKeyFromObject(&list.Items[a]).String() < client.ObjectKeyFromObject(&list.Items[b]).String()
+		})
+		for j := range list.Items {
+			countInstance(h, crd.Spec.Names.Kind, &list.Items[j])
+		}
+	}
+	return nil
+}
+
+// countInstance adds one instance to the counts.
+func countInstance(h *v1alpha1.RolloutHealth, kind string, u *unstructured.Unstructured) {
+	h.Instances.Total++
+	ready, reason := instanceReady(u)
+	if ready {
+		h.Instances.Ready++
+		return
+	}
+	if len(h.NotReady) < maxNotReadyInstances {
+		h.NotReady = append(h.NotReady, v1alpha1.InstanceState{Kind: kind, Namespace: u.GetNamespace(), Name: u.GetName(), Reason: reason})
+	}
+}
+
+// instanceReady reads an instance's Ready condition; the reason says why it is not True.
+func instanceReady(u *unstructured.Unstructured) (bool, string) {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, ok := c.(map[string]any)
+		if !ok || m["type"] != kroInstanceReady {
+			continue
+		}
+		if m["status"] == string(metav1.ConditionTrue) {
+			return true, ""
+		}
+		reason, _ := m["reason"].(string)
+		if reason == "" {
+			reason, _ = m["status"].(string)
+		}
+		return false, truncate(reason, 128)
+	}
+	return false, "NoReadyCondition"
+}
+
+// deploymentHealth reads the Deployments of kro's release in kro-system (the chart
+// labels them with the release's name): each must have finished its rollout.
+func deploymentHealth(ctx context.Context, dyn dynamic.Interface, h *v1alpha1.RolloutHealth) error {
+	list, err := dyn.Resource(appsv1.SchemeGroupVersion.WithResource("deployments")).Namespace(clusters.KroNamespace).
+		List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + ReleaseName})
+	if err != nil {
+		return fmt.Errorf("listing kro's Deployments in %s: %w", clusters.KroNamespace, err)
+	}
+	if len(list.Items) == 0 {
+		h.Deployment = fmt.Sprintf("no Deployment of release %s in %s", ReleaseName, clusters.KroNamespace)
+		return nil
+	}
+	h.DeploymentAvailable = true
+	for i := range list.Items {
+		d := &appsv1.Deployment{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(list.Items[i].Object, d); err != nil {
+			return fmt.Errorf("reading Deployment %s/%s: %w", clusters.KroNamespace, list.Items[i].GetName(), err)
+		}
+		done, msg := deploymentDone(d)
+		h.DeploymentAvailable = h.DeploymentAvailable && done
+		if !done || h.Deployment == "" {
+			h.Deployment = shortenMessage(msg)
+		}
+	}
+	return nil
+}
+
+// deploymentDone tells whether a Deployment has finished rolling out its current spec:
+// the controller saw the spec, and every replica is updated and available.
+func deploymentDone(d *appsv1.Deployment) (bool, string) {
+	want := int32(1)
+	if d.Spec.Replicas != nil {
+		want = *d.Spec.Replicas
+	}
+	s := d.Status
+	msg := fmt.Sprintf("Deployment %s/%s: %d of %d replicas updated, %d available", d.Namespace, d.Name, s.UpdatedReplicas, want, s.AvailableReplicas)
+	switch {
+	case s.ObservedGeneration < d.Generation:
+		return false, fmt.Sprintf("Deployment %s/%s: generation %d not yet observed", d.Namespace, d.Name, d.Generation)
+	case s.UpdatedReplicas < want || s.AvailableReplicas < want:
+		return false, msg
+	}
+	return true, msg
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
