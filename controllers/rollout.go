@@ -52,6 +52,9 @@ type rolloutPlan struct {
 	unavailable int
 	// handedUnavailable are the Kros given the revision while unavailable.
 	handedUnavailable []string
+	// carrying are the Kros whose HelmRelease carries the revision, without an admission,
+	// that are not Ready with it: new ones, those a tenant moved here, broken ones.
+	carrying []string
 	// waiting are the Kros that run an older revision of the version: available ones
 	// first, then unavailable ones, each in name order.
 	waiting []*v1alpha1.Kro
@@ -75,10 +78,10 @@ func planRollout(policy *v1alpha1.RolloutPolicy, paused bool, vs v1alpha1.Versio
 	p.sortOut(policy != nil, prev, view, timeout, now)
 	if policy == nil {
 		p.Rollout = v1alpha1.RolloutProgressing
-		if int(p.Updated) == len(kros) {
+		if p.carried() == len(kros) {
 			p.Rollout = v1alpha1.RolloutComplete
 		}
-		p.Message = fmt.Sprintf("%d of %d Kros run revision %s", p.Updated, len(kros), vs.Revision)
+		p.Message = p.progress(len(kros), 0, nil)
 		return p, nil
 	}
 	switch {
@@ -99,7 +102,7 @@ func planRollout(policy *v1alpha1.RolloutPolicy, paused bool, vs v1alpha1.Versio
 	most := maxUnavailable(policy, len(kros))
 	p.admit(candidates, most, timeout, now)
 	p.Rollout = v1alpha1.RolloutProgressing
-	if len(p.Updating) == 0 && len(p.Failed) == 0 && int(p.Updated)+len(p.handedUnavailable) == len(kros) {
+	if len(p.Updating) == 0 && len(p.Failed) == 0 && p.carried() == len(kros) {
 		p.Rollout = v1alpha1.RolloutComplete
 	}
 	p.Message = p.progress(len(kros), most, failedCanaries)
@@ -117,6 +120,9 @@ func (p *rolloutPlan) progress(kros, most int, failedCanaries []v1alpha1.Rollout
 	}
 	if n := len(p.waiting) - p.firstUnavailable; n > 0 {
 		msg += fmt.Sprintf("; %d Kros that are unavailable are updated last, or once they recover: %s", n, kroList(p.waiting[p.firstUnavailable:]))
+	}
+	if len(p.carrying) > 0 {
+		msg += fmt.Sprintf("; %d Kros have the revision but are not Ready with it: %s", len(p.carrying), nameList(p.carrying))
 	}
 	if len(p.handedUnavailable) > 0 {
 		msg += fmt.Sprintf("; %d Kros got the revision while unavailable, which counts as no failure: %s", len(p.handedUnavailable), nameList(p.handedUnavailable))
@@ -149,8 +155,13 @@ func (p *rolloutPlan) sortOut(throttled bool, prev *v1alpha1.VersionStatus, view
 			} else {
 				unavailable = append(unavailable, k)
 			}
-		case !availableKro(k):
-			p.unavailable++
+		default:
+			if !availableKro(k) {
+				p.unavailable++
+			}
+			if runningRevision(k, rec) == p.Revision {
+				p.carrying = append(p.carrying, kroKey(k))
+			}
 		}
 	}
 	p.waiting, p.firstUnavailable = append(available, unavailable...), len(available)
@@ -257,6 +268,13 @@ func (v rolloutView) waits(k *v1alpha1.Kro, rec releaseRecord, version, revision
 // availableKro: the Kro is Ready for its current spec.
 func availableKro(k *v1alpha1.Kro) bool {
 	return k.Status.Phase == v1alpha1.PhaseReady && k.Status.ObservedGeneration == k.Generation
+}
+
+// carried is how many Kros have the revision: Ready with it, or their HelmRelease
+// carries it. A rollout is Complete when every Kro has it and none is updating or failed:
+// a Kro that is not Ready for reasons of its own does not hold the version's rollout open.
+func (p *rolloutPlan) carried() int {
+	return int(p.Updated) + len(p.handedUnavailable) + len(p.carrying)
 }
 
 // unavailableNow is how many Kros of the version are not available now: updating,

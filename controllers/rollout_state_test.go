@@ -147,3 +147,19 @@ func TestAVersionSwitchIsNoAdmission(t *testing.T) {
 	p = planWith(g, policy, &p.VersionStatus, records, rolloutT0.Add(time.Hour), rolloutKro("a", oldRev, false), moved)
 	g.Expect(kroNames(p.Failed)).To(Equal([]string{"ns/a"}), "only the admitted Kro can fail the revision")
 }
+
+// TestABrokenKroDoesNotHoldTheRolloutOpen: a Kro whose HelmRelease carries the revision
+// without an admission (a new one, or one whose release fails for reasons of its own)
+// has the revision: the rollout is Complete, and the message names it.
+func TestABrokenKroDoesNotHoldTheRolloutOpen(t *testing.T) {
+	g := NewWithT(t)
+	records := map[string]releaseRecord{"ns/b": {Revision: newRev}}
+	for _, policy := range []*v1alpha1.RolloutPolicy{nil, {MaxUnavailable: ptr.To(intstr.FromInt32(1))}} {
+		p := planWith(g, policy, nil, records, rolloutT0, rolloutKro("a", newRev, true), rolloutKro("b", "", false))
+		g.Expect(p.Rollout).To(Equal(v1alpha1.RolloutComplete))
+		g.Expect(p.Updated).To(BeEquivalentTo(1))
+		g.Expect(p.Message).To(ContainSubstring("1 Kros have the revision but are not Ready with it: ns/b"))
+		p = planWith(g, policy, nil, nil, rolloutT0, rolloutKro("a", newRev, true), rolloutKro("b", "", false))
+		g.Expect(p.Rollout).To(Equal(v1alpha1.RolloutProgressing), "a Kro without a HelmRelease yet does not have it")
+	}
+}

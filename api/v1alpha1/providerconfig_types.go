@@ -204,7 +204,9 @@ type VersionStatus struct {
 type RolloutPhase string
 
 const (
-	// RolloutComplete means that every Kro on the version runs its current revision.
+	// RolloutComplete means that every Kro on the version has its current revision (Ready
+	// with it, or its HelmRelease carries it) and none is updating or failed; the message
+	// names those that are not Ready with it.
 	RolloutComplete RolloutPhase = "Complete"
 	// RolloutProgressing means that Kros are being updated, a few at a time.
 	RolloutProgressing RolloutPhase = "Progressing"
