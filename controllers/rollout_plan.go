@@ -11,6 +11,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 )
@@ -50,7 +51,7 @@ func (p *rolloutPlan) makePlan(sel labels.Selector, view rolloutView) *v1alpha1.
 		}
 		pk := v1alpha1.PlannedKro{Kro: kroKey(k), Canary: sel != nil && sel.Matches(labels.Set(k.Labels)), Unavailable: !availableKro(k)}
 		if s := k.Status.ResourceGraphDefinitions; s != nil {
-			pk.RGDs, pk.RGDsReady = &s.Total, &s.Ready
+			pk.RGDs, pk.RGDsReady = ptr.To(s.Total), ptr.To(s.Ready)
 		}
 		plan.Kros = append(plan.Kros, pk)
 	}
