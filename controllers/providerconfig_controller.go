@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -70,6 +71,8 @@ type providerConfigObservation struct {
 	records map[string]releaseRecord
 	// versionOf is the version of each kept revision, by its name.
 	versionOf map[string]string
+	// artifacts are the artifacts of the revisions Kros are held on, by name.
+	artifacts map[string]*v1alpha1.KroVersion
 	// now is when the observation was made: the start of a health timeout.
 	now time.Time
 }
@@ -138,6 +141,8 @@ func (kroCountChanged) Update(e event.UpdateEvent) bool {
 		// what a rollout's health gate reads
 		o.Status.Revision != n.Status.Revision || rgdsReady(o) != rgdsReady(n) ||
 		!equality.Semantic.DeepEqual(o.Status.RolloutHealth, n.Status.RolloutHealth) ||
+		// what a plan shows
+		rgdsTotal(o) != rgdsTotal(n) || !maps.Equal(o.Labels, n.Labels) ||
 		!equality.Semantic.DeepEqual(meta.FindStatusCondition(o.Status.Conditions, v1alpha1.ConditionHelmReleaseReady),
 			meta.FindStatusCondition(n.Status.Conditions, v1alpha1.ConditionHelmReleaseReady))
 }
@@ -247,7 +252,9 @@ func (r *ProviderConfigReconciler) observe(ctx context.Context, pc *v1alpha1.Pro
 	if err != nil {
 		return obs, err
 	}
+	obs.artifacts = make(map[string]*v1alpha1.KroVersion, len(held))
 	for _, h := range held {
+		obs.artifacts[h.name] = h.artifacts
 		if err := checkPullSecrets(ctx, secrets, h.artifacts, h.name, &obs); err != nil {
 			return obs, err
 		}
@@ -373,7 +380,7 @@ func planRollouts(pc *v1alpha1.ProviderConfig, obs providerConfigObservation, ve
 				on = append(on, k)
 			}
 		}
-		view := rolloutView{kros: on, records: obs.records, versionOf: obs.versionOf}
+		view := rolloutView{kros: on, records: obs.records, versionOf: obs.versionOf, artifacts: obs.artifacts, current: findVersion(pc, vs.Version)}
 		plan, err := planRollout(pc.Spec.Rollout, paused, *vs, prev, view, obs.now)
 		if err != nil {
 			vs.Message = shortenMessage(err.Error())
@@ -387,8 +394,8 @@ func planRollouts(pc *v1alpha1.ProviderConfig, obs providerConfigObservation, ve
 	return recheck
 }
 
-// rolloutEvents are the events for changes of the versions' rollouts: paused, resumed,
-// complete.
+// rolloutEvents are the events for changes of the versions' rollouts: planned,
+// approved, paused, resumed, complete.
 func rolloutEvents(before, after []v1alpha1.VersionStatus) []kroEvent {
 	var out []kroEvent
 	for _, a := range after {
@@ -402,6 +409,10 @@ func rolloutEvents(before, after []v1alpha1.VersionStatus) []kroEvent {
 			continue
 		}
 		switch {
+		case a.Rollout == v1alpha1.RolloutPlanned && a.Plan != nil:
+			out = append(out, kroEvent{Type: corev1.EventTypeNormal, Reason: "RolloutPlanned", Action: "Rollout", Note: "version " + a.Version + ": " + a.Plan.Summary})
+		case b.Rollout == v1alpha1.RolloutPlanned && a.Rollout == v1alpha1.RolloutProgressing:
+			out = append(out, kroEvent{Type: corev1.EventTypeNormal, Reason: "RolloutApproved", Action: "Rollout", Note: "version " + a.Version + ": " + a.Message})
 		case a.Rollout == v1alpha1.RolloutPaused:
 			out = append(out, kroEvent{Type: corev1.EventTypeWarning, Reason: "RolloutPaused", Action: "Rollout", Note: "version " + a.Version + ": " + a.Message})
 		case b.Rollout == v1alpha1.RolloutPaused:

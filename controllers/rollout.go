@@ -40,6 +40,10 @@ type rolloutView struct {
 	records map[string]releaseRecord
 	// versionOf is the version of each revision that is kept, by the revision's name.
 	versionOf map[string]string
+	// artifacts are the artifacts of the revisions Kros are held on, by name, and current
+	// the version's as spec.versions has them: what a plan compares (rollout_plan.go).
+	artifacts map[string]*v1alpha1.KroVersion
+	current   *v1alpha1.KroVersion
 }
 
 // rolloutPlan is one version's rollout as it stands after this reconcile.
@@ -69,7 +73,7 @@ type rolloutPlan struct {
 // version's status as the last reconcile left it (nil: none, or lost).
 func planRollout(policy *v1alpha1.RolloutPolicy, paused bool, vs v1alpha1.VersionStatus, prev *v1alpha1.VersionStatus, view rolloutView, now time.Time) (rolloutPlan, error) {
 	p := rolloutPlan{VersionStatus: vs}
-	p.Updated, p.Updating, p.Failed, p.Message = 0, nil, nil, ""
+	p.Updated, p.Updating, p.Failed, p.Message, p.Plan = 0, nil, nil, "", nil
 	kros := view.kros
 	slices.SortFunc(kros, func(a, b v1alpha1.Kro) int {
 		return strings.Compare(kroKey(&a), kroKey(&b))
@@ -84,6 +88,17 @@ func planRollout(policy *v1alpha1.RolloutPolicy, paused bool, vs v1alpha1.Versio
 		p.Message = p.progress(len(kros), 0, nil)
 		return p, nil
 	}
+	sel, err := canarySelector(policy)
+	if err != nil {
+		return p, err
+	}
+	// A plan is shown while the flag holds it, whatever else holds the rollout; once
+	// approved, the plan of the revision is followed (rollout_plan.go).
+	if policy.Plan && len(p.waiting) > 0 {
+		p.Plan = p.makePlan(sel, view)
+	} else if !policy.Plan {
+		p.Plan = approvedPlan(prev, vs.Revision, len(p.waiting))
+	}
 	switch {
 	case len(p.Failed) >= threshold:
 		p.Rollout = v1alpha1.RolloutPaused
@@ -94,11 +109,16 @@ func planRollout(policy *v1alpha1.RolloutPolicy, paused bool, vs v1alpha1.Versio
 		p.Rollout = v1alpha1.RolloutPaused
 		p.Message = fmt.Sprintf("paused by the annotation %s on the ProviderConfig", v1alpha1.AnnotationRolloutPaused)
 		return p, nil
+	case policy.Plan && p.Plan != nil:
+		p.Rollout = v1alpha1.RolloutPlanned
+		p.Message = shortenMessage(planMessage(p.Plan))
+		return p, nil
 	}
 	candidates, failedCanaries, err := canariesFirst(policy.Canary, p.waiting, p.Updating, p.Failed, kros)
 	if err != nil {
 		return p, err
 	}
+	candidates = followPlan(p.Plan, candidates)
 	most := maxUnavailable(policy, len(kros))
 	p.admit(candidates, most, timeout, now)
 	p.Rollout = v1alpha1.RolloutProgressing

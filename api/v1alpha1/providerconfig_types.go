@@ -74,6 +74,17 @@ type RolloutPolicy struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('30s') && duration(self) <= duration('24h')",message="healthTimeout must be between 30s and 24h"
 	HealthTimeout *metav1.Duration `json:"healthTimeout,omitempty"`
+
+	// Plan, when true, holds every change of a version's artifacts as a plan: nobody is
+	// admitted, and the version's status shows the Kros it would reach in admission
+	// order, their ResourceGraphDefinitions, and what changes between the revision they
+	// run and the new one (status.versions[].plan). Setting it to false, or removing it,
+	// approves the plan: the rollout starts in the planned order. Named plan, like
+	// terraform plan, rather than approve or dryRun: true means "show me first", and
+	// clearing it is the approval; a flag that must be set to go ahead would stop every
+	// rollout of a policy that forgot it.
+	// +optional
+	Plan bool `json:"plan,omitempty"`
 }
 
 // KroVersion maps a tenant-facing version to the chart that installs it.
@@ -174,7 +185,8 @@ type VersionStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	Updated int32 `json:"updated"`
 
-	// Rollout is where the rollout of Revision stands: Complete, Progressing or Paused.
+	// Rollout is where the rollout of Revision stands: Complete, Progressing, Paused or
+	// Planned.
 	// Without spec.rollout it is Complete once every Kro runs Revision.
 	// +optional
 	Rollout RolloutPhase `json:"rollout,omitempty"`
@@ -197,10 +209,93 @@ type VersionStatus struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=1000
 	Failed []RolloutMember `json:"failed,omitempty"`
+
+	// Plan is the rollout of Revision as spec.rollout.plan holds it, before anything
+	// moves; once approved, the plan the rollout follows, until no Kro waits for Revision.
+	// It is computed from the cluster (the Kros, their HelmReleases' records and the
+	// ControllerRevisions), so that a lost status gives the same plan back.
+	// +optional
+	Plan *PlannedRollout `json:"plan,omitempty"`
+}
+
+// PlannedRollout is what a rollout of a version's revision would do: the Kros it would
+// reach, in the order it would admit them, and what changes for them.
+type PlannedRollout struct {
+	// Revision is the revision the plan rolls out; a plan approved for another revision
+	// than the version's current one is void.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Revision string `json:"revision"`
+
+	// From is the revision most of the planned Kros run now, which Changes compares with.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	From string `json:"from,omitempty"`
+
+	// Changes summarises what changes from From to Revision: the chart's URL, version and
+	// pull secret, and the paths of the helmValues' leaves that change (~), appear (+) or
+	// go (-). It names paths only, never values, which may be sensitive.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Changes string `json:"changes,omitempty"`
+
+	// Summary is the plan on one line: the version, how many Kros and
+	// ResourceGraphDefinitions it reaches, and the changes.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Summary string `json:"summary,omitempty"`
+
+	// Kros are the Kros the rollout would reach, in the order it would admit them:
+	// canaries first, then the others; within each, available Kros before unavailable
+	// ones, each in name order. At most 100; More counts the rest.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=100
+	Kros []PlannedKro `json:"kros,omitempty"`
+
+	// More is how many more Kros the plan reaches than Kros lists.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	More int32 `json:"more,omitempty"`
+
+	// RGDs is how many ResourceGraphDefinitions the planned Kros report, all of them,
+	// listed or not; Kros that report none count none.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	RGDs int32 `json:"rgds,omitempty"`
+}
+
+// PlannedKro is one Kro a planned rollout would reach, with its blast radius as the Kro's
+// status reports it.
+type PlannedKro struct {
+	// Kro is the Kro's "namespace/name" on the onboarding cluster.
+	// +required
+	// +kubebuilder:validation:MaxLength=317
+	Kro string `json:"kro"`
+
+	// Canary says that the Kro matches spec.rollout.canary.
+	// +optional
+	Canary bool `json:"canary,omitempty"`
+
+	// Unavailable says that the Kro is not Ready now: it would be updated after the
+	// available ones.
+	// +optional
+	Unavailable bool `json:"unavailable,omitempty"`
+
+	// RGDs is how many ResourceGraphDefinitions the Kro's status reports; unset while it
+	// reports none (its ControlPlane cannot be read).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	RGDs *int32 `json:"rgds,omitempty"`
+
+	// RGDsReady is how many of those are Ready.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	RGDsReady *int32 `json:"rgdsReady,omitempty"`
 }
 
 // RolloutPhase is where a version's rollout stands.
-// +kubebuilder:validation:Enum=Complete;Progressing;Paused
+// +kubebuilder:validation:Enum=Complete;Progressing;Paused;Planned
 type RolloutPhase string
 
 const (
@@ -213,6 +308,9 @@ const (
 	// RolloutPaused means that too many Kros failed, or the ProviderConfig carries the
 	// AnnotationRolloutPaused annotation; Kros not yet updated stay as they are.
 	RolloutPaused RolloutPhase = "Paused"
+	// RolloutPlanned means that spec.rollout.plan holds the rollout: the version's status
+	// shows the plan, and nobody is admitted until it is approved.
+	RolloutPlanned RolloutPhase = "Planned"
 )
 
 // RolloutMember is one Kro in a rollout.
@@ -263,6 +361,7 @@ type RolloutMember struct {
 // +kubebuilder:printcolumn:name="Kros",type=integer,JSONPath=`.status.kros`
 // +kubebuilder:printcolumn:name="Rollout",type=string,JSONPath=`.status.versions[*].rollout`
 // +kubebuilder:printcolumn:name="Unknown Version",type=integer,JSONPath=`.status.unknownVersionKros`,priority=1
+// +kubebuilder:printcolumn:name="Plan",type=string,JSONPath=`.status.versions[*].plan.summary`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ProviderConfig struct {
 	metav1.TypeMeta   `json:",inline"`
