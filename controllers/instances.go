@@ -8,6 +8,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/metadata"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
@@ -40,32 +41,49 @@ func (c InstanceCount) String() string {
 // nothing otherwise. Kinds without instances are left out; the result is sorted by
 // resource.
 func instancesOf(ctx context.Context, cl cluster.Cluster) ([]InstanceCount, error) {
-	crds := &apiextensionsv1.CustomResourceDefinitionList{}
-	if err := cl.GetAPIReader().List(ctx, crds, client.MatchingLabels{kroOwnedLabel: "true"}); err != nil {
-		return nil, fmt.Errorf("listing the CRDs kro generated: %w", err)
+	kinds, err := generatedKinds(ctx, cl.GetAPIReader())
+	if err != nil {
+		return nil, err
 	}
 	md, err := metadata.NewForConfigAndClient(cl.GetConfig(), cl.GetHTTPClient())
 	if err != nil {
 		return nil, err
 	}
 	var out []InstanceCount
-	for i := range crds.Items {
-		crd := &crds.Items[i]
-		version := servedVersion(crd)
-		if version == "" {
-			continue
-		}
-		gvr := apiextensionsv1.SchemeGroupVersion.WithResource(crd.Spec.Names.Plural)
-		gvr.Group, gvr.Version = crd.Spec.Group, version
-		list, err := md.Resource(gvr).List(ctx, metav1.ListOptions{})
+	for _, k := range kinds {
+		list, err := md.Resource(k.gvr).List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return nil, fmt.Errorf("listing %s: %w", crd.Name, err)
+			return nil, fmt.Errorf("listing %s: %w", k.crd.Name, err)
 		}
 		if n := len(list.Items); n > 0 {
-			out = append(out, InstanceCount{Kind: crd.Spec.Names.Kind, Resource: crd.Name, RGD: crd.Labels[kroRGDNameLabel], Count: n})
+			out = append(out, InstanceCount{Kind: k.crd.Spec.Names.Kind, Resource: k.crd.Name, RGD: k.crd.Labels[kroRGDNameLabel], Count: n})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Resource < out[j].Resource })
+	return out, nil
+}
+
+// generatedKind is a kind kro generated from an RGD: its CRD, and the resource to list.
+type generatedKind struct {
+	crd *apiextensionsv1.CustomResourceDefinition
+	gvr schema.GroupVersionResource
+}
+
+// generatedKinds are the kinds kro generated on the cluster that serve a version, in
+// the order of their CRDs' names.
+func generatedKinds(ctx context.Context, reader client.Reader) ([]generatedKind, error) {
+	crds := &apiextensionsv1.CustomResourceDefinitionList{}
+	if err := reader.List(ctx, crds, client.MatchingLabels{kroOwnedLabel: "true"}); err != nil {
+		return nil, fmt.Errorf("listing the CRDs kro generated: %w", err)
+	}
+	sort.Slice(crds.Items, func(i, j int) bool { return crds.Items[i].Name < crds.Items[j].Name })
+	var out []generatedKind
+	for i := range crds.Items {
+		crd := &crds.Items[i]
+		if version := servedVersion(crd); version != "" {
+			out = append(out, generatedKind{crd: crd, gvr: schema.GroupVersionResource{Group: crd.Spec.Group, Version: version, Resource: crd.Spec.Names.Plural}})
+		}
+	}
 	return out, nil
 }
 

@@ -6,7 +6,6 @@ import (
 	"sort"
 
 	appsv1 "k8s.io/api/apps/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -54,28 +53,20 @@ func readKroHealth(ctx context.Context, cl cluster.Cluster, revision string) (*v
 // countInstances counts the instances of every kind kro generated and names a few that
 // are not Ready, in the order of their kind's resource, namespace and name.
 func countInstances(ctx context.Context, reader client.Reader, dyn dynamic.Interface, h *v1alpha1.RolloutHealth) error {
-	crds := &apiextensionsv1.CustomResourceDefinitionList{}
-	if err := reader.List(ctx, crds, client.MatchingLabels{kroOwnedLabel: "true"}); err != nil {
-		return fmt.Errorf("listing the CRDs kro generated: %w", err)
+	kinds, err := generatedKinds(ctx, reader)
+	if err != nil {
+		return err
 	}
-	sort.Slice(crds.Items, func(i, j int) bool { return crds.Items[i].Name < crds.Items[j].Name })
-	for i := range crds.Items {
-		crd := &crds.Items[i]
-		version := servedVersion(crd)
-		if version == "" {
-			continue
-		}
-		gvr := apiextensionsv1.SchemeGroupVersion.WithResource(crd.Spec.Names.Plural)
-		gvr.Group, gvr.Version = crd.Spec.Group, version
-		list, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{})
+	for _, k := range kinds {
+		list, err := dyn.Resource(k.gvr).List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return fmt.Errorf("listing %s: %w", crd.Name, err)
+			return fmt.Errorf("listing %s: %w", k.crd.Name, err)
 		}
 		sort.Slice(list.Items, func(a, b int) bool {
 			return client.ObjectKeyFromObject(&list.Items[a]).String() < client.ObjectKeyFromObject(&list.Items[b]).String()
 		})
 		for j := range list.Items {
-			countInstance(h, crd.Spec.Names.Kind, &list.Items[j])
+			countInstance(h, k.crd.Spec.Names.Kind, &list.Items[j])
 		}
 	}
 	return nil

@@ -253,7 +253,7 @@ func (r *ProviderConfigReconciler) heldRevisions(ctx context.Context, pc *v1alph
 			continue
 		}
 		seen[running] = true
-		artifacts, err := r.revision(ctx, running)
+		artifacts, err := keptArtifacts(ctx, r.Platform, r.PodNamespace, running)
 		if err != nil {
 			return nil, err
 		}
@@ -265,15 +265,16 @@ func (r *ProviderConfigReconciler) heldRevisions(ctx context.Context, pc *v1alph
 	return out, nil
 }
 
-// revision reads the artifacts of a revision from the platform cache; nil when it is
-// not kept or cannot be read (no Kro is held on such a revision: chooseRevision).
-func (r *ProviderConfigReconciler) revision(ctx context.Context, name string) (*v1alpha1.KroVersion, error) {
+// keptArtifacts reads the artifacts a revision in namespace keeps, from the platform
+// cache; nil when they are no longer kept or cannot be read (no Kro is held on such a
+// revision: chooseRevision).
+func keptArtifacts(ctx context.Context, platform client.Reader, namespace, revision string) (*v1alpha1.KroVersion, error) {
 	cr := &appsv1.ControllerRevision{}
-	if err := r.Platform.Get(ctx, client.ObjectKey{Namespace: r.PodNamespace, Name: name}, cr); err != nil {
+	if err := platform.Get(ctx, client.ObjectKey{Namespace: namespace, Name: revision}, cr); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("reading ControllerRevision %s/%s: %w", r.PodNamespace, name, err)
+		return nil, fmt.Errorf("reading ControllerRevision %s/%s: %w", namespace, revision, err)
 	}
 	artifacts, err := revisionArtifacts(cr)
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -66,7 +65,7 @@ func (r *KroReconciler) chooseRevision(ctx context.Context, s *scope, pc *v1alph
 		s.obs.versionResolved(v)
 		return proceed, nil
 	}
-	old, err := r.keptArtifacts(ctx, running)
+	old, err := keptArtifacts(ctx, r.Platform, r.PodNamespace, running)
 	if err != nil {
 		return proceed, err
 	}
@@ -80,23 +79,6 @@ func (r *KroReconciler) chooseRevision(ctx context.Context, s *scope, pc *v1alph
 	s.record = nextRecord(pc, v.Version, running, key, prev)
 	s.obs.versionHeldBack(old, running, update)
 	return proceed, nil
-}
-
-// keptArtifacts reads the artifacts a revision keeps; nil when they are no longer kept
-// or cannot be read.
-func (r *KroReconciler) keptArtifacts(ctx context.Context, revision string) (*v1alpha1.KroVersion, error) {
-	cr := &appsv1.ControllerRevision{}
-	if err := r.Platform.Get(ctx, client.ObjectKey{Namespace: r.PodNamespace, Name: revision}, cr); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("reading ControllerRevision %s/%s: %w", r.PodNamespace, revision, err)
-	}
-	v, err := revisionArtifacts(cr)
-	if err != nil {
-		return nil, nil //nolint:nilerr // an unreadable revision is not kept to
-	}
-	return v, nil
 }
 
 // admitted tells whether the ProviderConfig's rollout of a version's revision has

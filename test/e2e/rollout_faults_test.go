@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"fmt"
+	"path/filepath"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -171,6 +172,30 @@ func rolloutFaultSpecs(k rolloutKit) {
 			})
 		})
 	})
+}
+
+// startRolloutEnv brings up an environment of its own for rollout specs (process backend
+// only, like the other labelled environments), stopped when the container ends, and
+// records its bring-up time under what.
+func startRolloutEnv(dir, what string, refs []env.ControlPlaneRef) *env.Env {
+	GinkgoHelper()
+	backend, err := env.BackendFromEnvironment()
+	Expect(err).NotTo(HaveOccurred())
+	if backend != env.BackendProcess {
+		Skip("the rollout specs run with the process backend only, like the other labelled environments")
+	}
+	start := time.Now()
+	se, err := env.Start(suiteCtx, env.Options{
+		Dir: filepath.Join(logDir, dir), Log: GinkgoWriter, Backend: backend, ControlPlanes: refs,
+	})
+	DeferCleanup(func() {
+		if err := se.Stop(); err != nil {
+			fmt.Fprintf(GinkgoWriter, "stopping the %s environment: %v\n", what, err)
+		}
+	})
+	Expect(err).NotTo(HaveOccurred())
+	timings = append(timings, timing{what + ": bring-up", time.Since(start)})
+	return se
 }
 
 func keyOfCP(cp *env.ControlPlane) string { return cp.Namespace + "/" + cp.Name }

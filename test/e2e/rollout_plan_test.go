@@ -5,7 +5,6 @@ package e2e
 import (
 	"bytes"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -121,22 +120,7 @@ var _ = Describe("a rollout plan", Ordered, Label("rollout"), func() {
 	}
 
 	BeforeAll(func() {
-		backend, err := env.BackendFromEnvironment()
-		Expect(err).NotTo(HaveOccurred())
-		if backend != env.BackendProcess {
-			Skip("the rollout specs run with the process backend only, like the other labelled environments")
-		}
-		start := time.Now()
-		se, err = env.Start(suiteCtx, env.Options{
-			Dir: filepath.Join(logDir, "rollout-plan"), Log: GinkgoWriter, Backend: backend, ControlPlanes: refs,
-		})
-		DeferCleanup(func() {
-			if err := se.Stop(); err != nil {
-				fmt.Fprintf(GinkgoWriter, "stopping the rollout plan environment: %v\n", err)
-			}
-		})
-		Expect(err).NotTo(HaveOccurred())
-		timings = append(timings, timing{"rollout plan: bring-up", time.Since(start)})
+		se = startRolloutEnv("rollout-plan", "rollout plan", refs)
 		other, canary = se.ControlPlane("plan-a"), se.ControlPlane("plan-b")
 		Expect(other).NotTo(BeNil())
 		Expect(canary).NotTo(BeNil())

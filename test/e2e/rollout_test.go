@@ -5,7 +5,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"time"
@@ -232,22 +231,7 @@ var _ = Describe("rollout of a version's changed artifacts", Ordered, Label("rol
 	}
 
 	BeforeAll(func() {
-		backend, err := env.BackendFromEnvironment()
-		Expect(err).NotTo(HaveOccurred())
-		if backend != env.BackendProcess {
-			Skip("the rollout specs run with the process backend only, like the other labelled environments")
-		}
-		start := time.Now()
-		se, err = env.Start(suiteCtx, env.Options{
-			Dir: filepath.Join(logDir, "rollout"), Log: GinkgoWriter, Backend: backend, ControlPlanes: refs,
-		})
-		DeferCleanup(func() {
-			if err := se.Stop(); err != nil {
-				fmt.Fprintf(GinkgoWriter, "stopping the rollout environment: %v\n", err)
-			}
-		})
-		Expect(err).NotTo(HaveOccurred())
-		timings = append(timings, timing{"rollout: bring-up", time.Since(start)})
+		se = startRolloutEnv("rollout", "rollout", refs)
 		for _, ref := range refs {
 			cp := se.ControlPlane(ref.Name)
 			Expect(cp).NotTo(BeNil())
