@@ -248,12 +248,14 @@ var _ = Describe("under openmcp-operator", Ordered, Label("openmcp"), func() {
 		ns := &corev1.Namespace{}
 		Expect(platform.Get(suiteCtx, client.ObjectKey{Name: platformNS}, ns)).To(Succeed())
 		Expect(ns.DeletionTimestamp).To(BeNil(), "openmcp already deletes %s: too late to see what the provider left there", platformNS)
+		// A Flux object the provider deleted may still wait for its Flux controller's
+		// finalizer: deleted, it is not left behind.
 		var repos sourcev1.OCIRepositoryList
 		Expect(platform.List(suiteCtx, &repos)).To(Succeed())
-		Expect(repos.Items).To(BeEmpty())
+		Expect(notBeingDeleted(&repos)).To(BeEmpty())
 		var hrs helmv2.HelmReleaseList
 		Expect(platform.List(suiteCtx, &hrs)).To(Succeed())
-		Expect(hrs.Items).To(BeEmpty())
+		Expect(notBeingDeleted(&hrs)).To(BeEmpty())
 		var copies corev1.SecretList
 		Expect(platform.List(suiteCtx, &copies, client.MatchingLabels{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue})).To(Succeed())
 		Expect(copies.Items).To(BeEmpty())
@@ -308,4 +310,18 @@ func podsSummary(om *env.OpenMCPEnv, component string) string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// notBeingDeleted names the objects of a list that nobody has deleted.
+func notBeingDeleted(list client.ObjectList) []string {
+	GinkgoHelper()
+	objs, err := apimeta.ExtractList(list)
+	Expect(err).NotTo(HaveOccurred())
+	var out []string
+	for _, o := range objs {
+		if m, ok := o.(client.Object); ok && m.GetDeletionTimestamp().IsZero() {
+			out = append(out, m.GetNamespace()+"/"+m.GetName())
+		}
+	}
+	return out
 }
