@@ -337,8 +337,9 @@ func (e *rbacEnv) lifecycle(t *testing.T, stopProvider func(), grant func(Gomega
 		}}},
 	})).To(Succeed())
 
-	// A tenant's Kro. The provider creates the tenant namespace, copies the chart pull
-	// secret into it and applies the OCIRepository before it needs the ControlPlane.
+	// A tenant's Kro. The provider creates the tenant namespace and copies the chart pull
+	// secret into it before it needs the ControlPlane; the OCIRepository waits for the
+	// ControlPlane, to go out with the HelmRelease.
 	g.Expect(e.onboarding.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "project-a"}})).To(Succeed())
 	kro := &v1alpha1.Kro{ObjectMeta: metav1.ObjectMeta{Name: "cp-1", Namespace: "project-a"}, Spec: v1alpha1.KroSpec{Version: "v0.9.4"}}
 	g.Expect(e.onboarding.Client.Create(ctx, kro)).To(Succeed())
@@ -353,15 +354,15 @@ func (e *rbacEnv) lifecycle(t *testing.T, stopProvider func(), grant func(Gomega
 	g.Eventually(func(g Gomega) {
 		g.Expect(e.platform.Client.Get(ctx, client.ObjectKey{Name: tenant}, &corev1.Namespace{})).To(Succeed())
 		g.Expect(chartCopies(g)).To(HaveLen(1))
-		g.Expect(e.platform.Client.Get(ctx, fluxKey, &sourcev1.OCIRepository{})).To(Succeed())
-	}, rbacTimeout, rbacInterval).Should(Succeed(), "tenant namespace, chart pull secret copy and OCIRepository")
+	}, rbacTimeout, rbacInterval).Should(Succeed(), "tenant namespace and chart pull secret copy")
 
 	grant(g, tenant)
 	imageCopy := client.ObjectKey{Namespace: controllers.KroNamespace, Name: rbacPullSecret}
 	g.Eventually(func(g Gomega) {
 		g.Expect(e.controlPlane.Client.Get(ctx, imageCopy, &corev1.Secret{})).To(Succeed())
+		g.Expect(e.platform.Client.Get(ctx, fluxKey, &sourcev1.OCIRepository{})).To(Succeed())
 		g.Expect(e.platform.Client.Get(ctx, fluxKey, &helmv2.HelmRelease{})).To(Succeed())
-	}, rbacTimeout, rbacInterval).Should(Succeed(), "image pull secret copy on the ControlPlane and HelmRelease")
+	}, rbacTimeout, rbacInterval).Should(Succeed(), "image pull secret copy on the ControlPlane, OCIRepository and HelmRelease")
 
 	// Flux's part, simulated: source- and helm-controller report Ready.
 	setReady(ctx, g, e.platform.Client, &sourcev1.OCIRepository{}, fluxKey)
