@@ -202,6 +202,25 @@ func startRolloutEnv(dir, what string, refs []env.ControlPlaneRef) *env.Env {
 	return se
 }
 
+// runsRevision: the Kro is Ready, for its current spec, with that revision.
+func runsRevision(k *v1alpha1.Kro, revision string) bool {
+	return revision != "" && k.Status.Revision == revision && k.Status.Phase == v1alpha1.PhaseReady &&
+		k.Status.ObservedGeneration == k.Generation && condition(k, v1alpha1.ConditionReady).Status == metav1.ConditionTrue
+}
+
+// updateProviderConfig changes the environment's ProviderConfig, retrying on conflicts.
+func updateProviderConfig(se *env.Env, mutate func(pc *v1alpha1.ProviderConfig)) {
+	GinkgoHelper()
+	Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		pc := &v1alpha1.ProviderConfig{}
+		if err := se.Platform.Client.Get(suiteCtx, client.ObjectKey{Name: se.ProviderName}, pc); err != nil {
+			return err
+		}
+		mutate(pc)
+		return se.Platform.Client.Update(suiteCtx, pc)
+	})).To(Succeed())
+}
+
 func keyOfCP(cp *env.ControlPlane) string { return cp.Namespace + "/" + cp.Name }
 
 func kroKeys(ms []v1alpha1.RolloutMember) []string {

@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/jsonpath"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -73,21 +72,8 @@ var _ = Describe("a rollout plan", Ordered, Label("rollout"), func() {
 		return hr
 	}
 	hasValues := func(hr *helmv2.HelmRelease) bool { return hr.Spec.Values != nil && len(hr.Spec.Values.Raw) > 0 }
-	runs := func(k *v1alpha1.Kro, revision string) bool {
-		return revision != "" && k.Status.Revision == revision && k.Status.Phase == v1alpha1.PhaseReady &&
-			k.Status.ObservedGeneration == k.Generation && condition(k, v1alpha1.ConditionReady).Status == metav1.ConditionTrue
-	}
-	updatePC := func(mutate func(pc *v1alpha1.ProviderConfig)) {
-		GinkgoHelper()
-		Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			pc := &v1alpha1.ProviderConfig{}
-			if err := se.Platform.Client.Get(suiteCtx, client.ObjectKey{Name: se.ProviderName}, pc); err != nil {
-				return err
-			}
-			mutate(pc)
-			return se.Platform.Client.Update(suiteCtx, pc)
-		})).To(Succeed())
-	}
+	runs := runsRevision
+	updatePC := func(mutate func(pc *v1alpha1.ProviderConfig)) { GinkgoHelper(); updateProviderConfig(se, mutate) }
 	pcEvents := func(g Gomega, reason string) []eventsv1.Event {
 		var list eventsv1.EventList
 		g.Expect(se.Platform.Client.List(suiteCtx, &list, client.InNamespace(metav1.NamespaceDefault))).To(Succeed())

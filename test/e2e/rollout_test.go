@@ -19,7 +19,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -159,21 +158,8 @@ var _ = Describe("rollout of a version's changed artifacts", Ordered, Label("rol
 		}
 	}
 	// runs: the Kro is Ready, for its current spec, with that revision.
-	runs := func(k *v1alpha1.Kro, revision string) bool {
-		return revision != "" && k.Status.Revision == revision && k.Status.Phase == v1alpha1.PhaseReady &&
-			k.Status.ObservedGeneration == k.Generation && condition(k, v1alpha1.ConditionReady).Status == metav1.ConditionTrue
-	}
-	updatePC := func(mutate func(pc *v1alpha1.ProviderConfig)) {
-		GinkgoHelper()
-		Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			pc := &v1alpha1.ProviderConfig{}
-			if err := se.Platform.Client.Get(suiteCtx, client.ObjectKey{Name: se.ProviderName}, pc); err != nil {
-				return err
-			}
-			mutate(pc)
-			return se.Platform.Client.Update(suiteCtx, pc)
-		})).To(Succeed())
-	}
+	runs := runsRevision
+	updatePC := func(mutate func(pc *v1alpha1.ProviderConfig)) { GinkgoHelper(); updateProviderConfig(se, mutate) }
 	setValues := func(raw string) func(pc *v1alpha1.ProviderConfig) {
 		return func(pc *v1alpha1.ProviderConfig) {
 			found := false
