@@ -1,0 +1,370 @@
+package controllers
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/clusters"
+	"github.com/openmcp-project/service-provider-kro/test/testenv"
+)
+
+// --- pure tests ----------------------------------------------------------------
+
+func TestNeedsRotation(t *testing.T) {
+	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	issued := now.Add(-10 * time.Minute)
+	kubeconfig, ca := []byte("kubeconfig"), []byte("ca")
+	current := func(mutate func(*corev1.Secret)) *corev1.Secret {
+		s := newKroCredentialSecret(&v1alpha1.Kro{}, providerName, "ns", kubeconfig, ca, []byte("token"), issued, issued.Add(time.Hour))
+		if mutate != nil {
+			mutate(s)
+		}
+		return s
+	}
+	annotate := func(key, value string) func(*corev1.Secret) {
+		return func(s *corev1.Secret) { s.Annotations[key] = value }
+	}
+	for _, tc := range []struct {
+		name   string
+		secret *corev1.Secret
+		ca     []byte
+		rotate bool
+		wait   time.Duration
+	}{
+		{name: "current: wait until two thirds of the lifetime", secret: current(nil), rotate: false, wait: 30 * time.Minute},
+		{name: "no secret", secret: nil, rotate: true},
+		{name: "no kubeconfig", secret: current(func(s *corev1.Secret) { delete(s.Data, KubeconfigKey) }), rotate: true},
+		{name: "no token", secret: current(func(s *corev1.Secret) { delete(s.Data, KroCredentialTokenKey) }), rotate: true},
+		{name: "empty token", secret: current(func(s *corev1.Secret) { s.Data[KroCredentialTokenKey] = nil }), rotate: true},
+		{name: "no ca.crt", secret: current(func(s *corev1.Secret) { delete(s.Data, KroCredentialCAKey) }), rotate: true},
+		{name: "server changed", secret: current(func(s *corev1.Secret) { s.Data[KubeconfigKey] = []byte("other") }), rotate: true},
+		{name: "CA changed", secret: current(nil), ca: []byte("new ca"), rotate: true},
+		{name: "no issued annotation", secret: current(func(s *corev1.Secret) { delete(s.Annotations, v1alpha1.AnnotationTokenIssued) }), rotate: true},
+		{name: "unreadable expiry", secret: current(annotate(v1alpha1.AnnotationTokenExpires, "soon")), rotate: true},
+		{name: "expires before issued", secret: current(annotate(v1alpha1.AnnotationTokenExpires, issued.Add(-time.Hour).Format(time.RFC3339))), rotate: true},
+		{name: "exactly due", secret: current(func(s *corev1.Secret) {
+			annotate(v1alpha1.AnnotationTokenIssued, now.Add(-40*time.Minute).Format(time.RFC3339))(s)
+			annotate(v1alpha1.AnnotationTokenExpires, now.Add(20*time.Minute).Format(time.RFC3339))(s)
+		}), rotate: true},
+		{name: "a second before due", secret: current(func(s *corev1.Secret) {
+			annotate(v1alpha1.AnnotationTokenIssued, now.Add(-40*time.Minute+time.Second).Format(time.RFC3339))(s)
+			annotate(v1alpha1.AnnotationTokenExpires, now.Add(20*time.Minute+time.Second).Format(time.RFC3339))(s)
+		}), rotate: false, wait: time.Second},
+		{name: "issued long ago", secret: current(annotate(v1alpha1.AnnotationTokenIssued, now.Add(-50*time.Hour).Format(time.RFC3339))), rotate: true},
+		{name: "being deleted", secret: current(func(s *corev1.Secret) { s.DeletionTimestamp = &metav1.Time{Time: now} }), rotate: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			want := ca
+			if tc.ca != nil {
+				want = tc.ca
+			}
+			rotate, wait := needsRotation(tc.secret, kubeconfig, want, now)
+			g.Expect(rotate).To(Equal(tc.rotate))
+			g.Expect(wait).To(Equal(tc.wait))
+		})
+	}
+}
+
+func TestKroKubeconfig(t *testing.T) {
+	g := NewWithT(t)
+	data := kroKubeconfig("https://cp.example:6443", "api.cp.example", false)
+	g.Expect(kroKubeconfig("https://cp.example:6443", "api.cp.example", false)).To(Equal(data), "stable bytes, so needsRotation can compare them")
+
+	cfg, err := clientcmd.Load(data)
+	g.Expect(err).NotTo(HaveOccurred())
+	ctx := cfg.Contexts[cfg.CurrentContext]
+	g.Expect(ctx).NotTo(BeNil())
+	cluster, user := cfg.Clusters[ctx.Cluster], cfg.AuthInfos[ctx.AuthInfo]
+	g.Expect(cluster.Server).To(Equal("https://cp.example:6443"))
+	g.Expect(cluster.TLSServerName).To(Equal("api.cp.example"))
+	g.Expect(cluster.CertificateAuthority).To(Equal("ca.crt"), "relative to the kubeconfig")
+	g.Expect(cluster.CertificateAuthorityData).To(BeEmpty())
+	g.Expect(cluster.InsecureSkipTLSVerify).To(BeFalse())
+	g.Expect(user.TokenFile).To(Equal("token"), "relative to the kubeconfig")
+	g.Expect(user.Token).To(BeEmpty())
+
+	insecure, err := clientcmd.Load(kroKubeconfig("https://cp.example:6443", "", true))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(insecure.Clusters[kroKubeconfigName].InsecureSkipTLSVerify).To(BeTrue())
+	g.Expect(insecure.Clusters[kroKubeconfigName].CertificateAuthority).To(BeEmpty(), "client-go refuses a CA with insecure")
+}
+
+// TestKroKubeconfigResolvesBesideItself proves that client-go reads the token and the CA
+// from the kubeconfig's folder, wherever the secret is mounted.
+func TestKroKubeconfigResolvesBesideItself(t *testing.T) {
+	g := NewWithT(t)
+	dir := t.TempDir()
+	path := writeCredentialFiles(g, dir, map[string][]byte{
+		KubeconfigKey: kroKubeconfig("https://cp.example:6443", "", false), KroCredentialTokenKey: []byte("t0k3n"), KroCredentialCAKey: []byte("ca"),
+	})
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(cfg.BearerTokenFile).To(Equal(filepath.Join(dir, "token")))
+	g.Expect(cfg.BearerToken).To(Equal("t0k3n"))
+	g.Expect(cfg.CAFile).To(Equal(filepath.Join(dir, "ca.crt")))
+}
+
+func TestKroCredentialEndpoint(t *testing.T) {
+	g := NewWithT(t)
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	g.Expect(os.WriteFile(caFile, []byte("file ca"), 0o600)).To(Succeed())
+
+	ep, err := controlPlaneEndpoint(&rest.Config{Host: "cp.example:6443", TLSClientConfig: rest.TLSClientConfig{CAData: []byte("ca"), ServerName: "api"}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ep).To(Equal(kroEndpoint{server: "https://cp.example:6443", tlsServerName: "api", caData: []byte("ca")}))
+
+	ep, err = controlPlaneEndpoint(&rest.Config{Host: "https://proxy.example/cp/a", TLSClientConfig: rest.TLSClientConfig{CAFile: caFile}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ep.server).To(Equal("https://proxy.example/cp/a"), "a path prefix is kept")
+	g.Expect(ep.caData).To(Equal([]byte("file ca")), "kro cannot read the provider's files")
+
+	ep, err = controlPlaneEndpoint(&rest.Config{Host: "https://cp.example", TLSClientConfig: rest.TLSClientConfig{Insecure: true, CAData: []byte("ca")}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ep.insecure).To(BeTrue())
+	g.Expect(ep.caData).To(BeNil())
+
+	_, err = controlPlaneEndpoint(&rest.Config{Host: "https://cp.example"})
+	g.Expect(err).To(MatchError(ContainSubstring("no CA bundle")))
+	_, err = controlPlaneEndpoint(&rest.Config{})
+	g.Expect(err).To(MatchError(ContainSubstring("names no server")))
+	_, err = controlPlaneEndpoint(&rest.Config{Host: "https://cp.example", TLSClientConfig: rest.TLSClientConfig{CAFile: filepath.Join(t.TempDir(), "missing")}})
+	g.Expect(err).To(MatchError(ContainSubstring("reading the ControlPlane's CA bundle")))
+}
+
+func TestKroCredentialRedaction(t *testing.T) {
+	g := NewWithT(t)
+	token := []byte("eyJhbGciOiJSUzI1NiJ9.secret.sig")
+	raw := redactToken(fmt.Errorf("wrapped: %w", errors.New("body: "+string(token))), token)
+	g.Expect(raw.Error()).To(Equal("wrapped: body: [redacted]"))
+	encoded := redactToken(errors.New(`{"data":{"token":"`+base64.StdEncoding.EncodeToString(token)+`"}}`), token)
+	g.Expect(encoded.Error()).NotTo(ContainSubstring(base64.StdEncoding.EncodeToString(token)))
+	clean := apierrors.NewNotFound(corev1.Resource("secrets"), "x")
+	g.Expect(redactToken(clean, token)).To(BeIdenticalTo(error(clean)), "an error without the token keeps its chain")
+	g.Expect(redactToken(nil, token)).To(Succeed())
+}
+
+// --- against real API servers --------------------------------------------------------
+
+// TestKroCredential runs the credential's life on two API servers of its own, a
+// ControlPlane and a workload cluster, started for this test alone: the suite's four and
+// its manager are not needed. Like the suite, it fails when they cannot be started.
+func TestKroCredential(t *testing.T) {
+	ctx := context.Background()
+	cs, err := testenv.StartClusters(ctx, testenv.ClusterOptions{Name: "kro-credential-cp"}, testenv.ClusterOptions{Name: "kro-credential-workload"})
+	if err != nil {
+		t.Fatalf("starting a ControlPlane and a workload cluster: %v", err)
+	}
+	t.Cleanup(func() { testenv.StopClusters(cs...) })
+	cp, workload := cs[0], cs[1]
+	kro := &v1alpha1.Kro{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "tenant"}}
+	const ns, lifetime = "kro-tenant", time.Hour
+	saUser := "system:serviceaccount:" + KroNamespace + ":" + KroServiceAccountName
+	dir := t.TempDir()
+	var path string
+	var first *corev1.Secret
+	ensure := func(g Gomega, cpConfig *rest.Config, now time.Time) (time.Duration, bool) {
+		requeue, rotated, err := ensureKroCredential(ctx, cp.Client, cpConfig, workload.Client, kro, providerName, ns, lifetime, now)
+		g.Expect(err).NotTo(HaveOccurred())
+		return requeue, rotated
+	}
+
+	t.Run("kro gets an identity of its own, not the provider's", func(t *testing.T) {
+		g := NewWithT(t)
+		requeue, rotated := ensure(g, cp.Config, time.Now())
+		g.Expect(rotated).To(BeTrue())
+		g.Expect(requeue).To(BeNumerically("~", lifetime*2/3, 10*time.Second))
+		first = getCredential(g, workload.Client, ns)
+		g.Expect(first.Type).To(Equal(corev1.SecretTypeOpaque))
+		g.Expect(first.Labels).To(HaveKeyWithValue(v1alpha1.LabelRole, v1alpha1.RoleKroCredential))
+		g.Expect(first.Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationKro, "team-a/tenant"))
+		g.Expect(first.Data[KroCredentialCAKey]).To(Equal(cp.Config.CAData))
+		g.Expect(bytes.Contains(first.Data[KubeconfigKey], first.Data[KroCredentialTokenKey])).To(BeFalse(), "the kubeconfig only names the token file")
+
+		path = writeCredentialFiles(g, dir, first.Data)
+		cfg, err := clientcmd.BuildConfigFromFlags("", path)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(whoAmI(ctx, cfg)).To(Equal(saUser))
+		_, err = kubernetes.NewForConfigOrDie(cfg).CoreV1().Secrets(KroNamespace).List(ctx, metav1.ListOptions{})
+		g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "no RBAC is bound to kro's ServiceAccount, got %v", err)
+	})
+
+	t.Run("an idle call writes nothing", func(t *testing.T) {
+		g := NewWithT(t)
+		sa := &corev1.ServiceAccount{}
+		g.Expect(cp.Client.Get(ctx, kroServiceAccount, sa)).To(Succeed())
+		requeue, rotated := ensure(g, cp.Config, time.Now().Add(time.Minute))
+		g.Expect(rotated).To(BeFalse())
+		g.Expect(requeue).To(BeNumerically("~", lifetime*2/3-time.Minute, 10*time.Second))
+		g.Expect(getCredential(g, workload.Client, ns).ResourceVersion).To(Equal(first.ResourceVersion))
+		after := &corev1.ServiceAccount{}
+		g.Expect(cp.Client.Get(ctx, kroServiceAccount, after)).To(Succeed())
+		g.Expect(after.ResourceVersion).To(Equal(sa.ResourceVersion))
+	})
+
+	t.Run("a token two thirds through its lifetime is rotated in place", func(t *testing.T) {
+		g := NewWithT(t)
+		old := getCredential(g, workload.Client, ns)
+		patch := client.MergeFrom(old.DeepCopy())
+		old.Annotations[v1alpha1.AnnotationTokenIssued] = time.Now().Add(-50 * time.Hour).UTC().Format(time.RFC3339)
+		g.Expect(workload.Client.Patch(ctx, old, patch)).To(Succeed())
+
+		_, rotated := ensure(g, cp.Config, time.Now())
+		g.Expect(rotated).To(BeTrue())
+		rotatedSecret := getCredential(g, workload.Client, ns)
+		token := rotatedSecret.Data[KroCredentialTokenKey]
+		g.Expect(token).NotTo(Equal(first.Data[KroCredentialTokenKey]))
+		g.Expect(rotatedSecret.Data[KubeconfigKey]).To(Equal(first.Data[KubeconfigKey]), "the same kubeconfig")
+
+		// As the kubelet updates a mounted secret: the files change, the path stays.
+		g.Expect(writeCredentialFiles(g, dir, rotatedSecret.Data)).To(Equal(path))
+		cfg, err := clientcmd.BuildConfigFromFlags("", path)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(cfg.BearerToken).To(Equal(string(token)))
+		g.Expect(whoAmI(ctx, cfg)).To(Equal(saUser))
+	})
+
+	t.Run("a changed server is rotated", func(t *testing.T) {
+		g := NewWithT(t)
+		moved := rest.CopyConfig(cp.Config)
+		moved.ServerName = "localhost"
+		_, rotated := ensure(g, moved, time.Now())
+		g.Expect(rotated).To(BeTrue())
+		g.Expect(string(getCredential(g, workload.Client, ns).Data[KubeconfigKey])).To(ContainSubstring("tls-server-name: localhost"))
+		_, rotated = ensure(g, cp.Config, time.Now())
+		g.Expect(rotated).To(BeTrue(), "and back")
+	})
+
+	t.Run("short lifetimes are raised to the API server's minimum", func(t *testing.T) {
+		g := NewWithT(t)
+		_, expires, err := mintKroToken(ctx, cp.Client, kro, providerName, kroServiceAccount, time.Minute)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(expires).To(BeTemporally(">", time.Now().Add(9*time.Minute)))
+	})
+
+	t.Run("a secret of that name made by someone else is not overwritten", func(t *testing.T) {
+		g := NewWithT(t)
+		const other = "kro-foreign"
+		g.Expect(workload.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: other}})).To(Succeed())
+		foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: KroCredentialSecretName}, StringData: map[string]string{"x": "y"}}
+		g.Expect(workload.Client.Create(ctx, foreign)).To(Succeed())
+		_, _, err := ensureKroCredential(ctx, cp.Client, cp.Config, workload.Client, kro, providerName, other, lifetime, time.Now())
+		g.Expect(err).To(MatchError(ContainSubstring("does not overwrite it")))
+		g.Expect(getCredential(g, workload.Client, other).ResourceVersion).To(Equal(foreign.ResourceVersion))
+	})
+
+	t.Run("errors do not reveal the token", func(t *testing.T) {
+		g := NewWithT(t)
+		for _, tc := range []struct {
+			name  string
+			write func(ctx context.Context, obj client.Object, patch client.Patch, token []byte, opts ...client.PatchOption) error
+		}{
+			{name: "workload cluster refuses the provider", write: func(ctx context.Context, obj client.Object, patch client.Patch, _ []byte, opts ...client.PatchOption) error {
+				return refusedClient(g, workload).Patch(ctx, obj, patch, opts...)
+			}},
+			{name: "error echoes the request", write: func(_ context.Context, _ client.Object, _ client.Patch, token []byte, _ ...client.PatchOption) error {
+				return fmt.Errorf("proxy: bad request %s, body %s", token, base64.StdEncoding.EncodeToString(token))
+			}},
+		} {
+			var token []byte
+			failing := interceptor.NewClient(withWatch(g, workload), interceptor.Funcs{
+				Patch: func(ctx context.Context, _ client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+					token = obj.(*corev1.Secret).Data[KroCredentialTokenKey]
+					return tc.write(ctx, obj, patch, token, opts...)
+				},
+			})
+			_, rotated, err := ensureKroCredential(ctx, cp.Client, cp.Config, failing, kro, providerName, "kro-failing", lifetime, time.Now())
+			g.Expect(err).To(HaveOccurred(), tc.name)
+			t.Logf("%s: %v", tc.name, err)
+			g.Expect(rotated).To(BeFalse(), tc.name)
+			g.Expect(token).NotTo(BeEmpty(), "%s: a token was minted before the write", tc.name)
+			g.Expect(err.Error()).To(ContainSubstring("writing secret kro-failing/"+KroCredentialSecretName), tc.name)
+			g.Expect(err.Error()).NotTo(ContainSubstring(string(token)), tc.name)
+			g.Expect(err.Error()).NotTo(ContainSubstring(base64.StdEncoding.EncodeToString(token)), tc.name)
+		}
+	})
+
+	t.Run("removal revokes kro's tokens", func(t *testing.T) {
+		g := NewWithT(t)
+		cfg, err := clientcmd.BuildConfigFromFlags("", path)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(whoAmI(ctx, cfg)).To(Equal(saUser))
+
+		g.Expect(removeKroCredential(ctx, cp.Client, workload.Client, kroServiceAccount, ns)).To(Succeed())
+		err = workload.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: KroCredentialSecretName}, &corev1.Secret{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "secret: %v", err)
+		err = cp.Client.Get(ctx, kroServiceAccount, &corev1.ServiceAccount{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "ServiceAccount: %v", err)
+		g.Eventually(func() bool {
+			_, err := whoAmI(ctx, cfg)
+			return apierrors.IsUnauthorized(err)
+		}, revocationTimeout, interval).Should(BeTrue(), "the token of the deleted ServiceAccount still authenticates")
+		g.Expect(removeKroCredential(ctx, cp.Client, workload.Client, kroServiceAccount, ns)).To(Succeed(), "gone already")
+	})
+}
+
+// revocationTimeout bounds how long a deleted ServiceAccount's token keeps working:
+// kube-apiserver caches a token's authentication for ten seconds.
+const revocationTimeout = 30 * time.Second
+
+// whoAmI asks the API server of cfg whom it takes the client for.
+func whoAmI(ctx context.Context, cfg *rest.Config) (string, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return "", err
+	}
+	review, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		return "", err
+	}
+	return review.Status.UserInfo.Username, nil
+}
+
+// writeCredentialFiles lays out the secret's keys as files in dir, as a mounted secret
+// volume does, and returns the kubeconfig's path.
+func writeCredentialFiles(g Gomega, dir string, data map[string][]byte) string {
+	for _, k := range []string{KubeconfigKey, KroCredentialTokenKey, KroCredentialCAKey} {
+		g.Expect(os.WriteFile(filepath.Join(dir, k), data[k], 0o600)).To(Succeed())
+	}
+	return filepath.Join(dir, KubeconfigKey)
+}
+
+func getCredential(g Gomega, c client.Client, namespace string) *corev1.Secret {
+	s := &corev1.Secret{}
+	g.Expect(c.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: KroCredentialSecretName}, s)).To(Succeed())
+	return s
+}
+
+// withWatch is a client on the cluster that an interceptor can wrap.
+func withWatch(g Gomega, c *testenv.Cluster) client.WithWatch {
+	out, err := client.NewWithWatch(c.Config, client.Options{Scheme: clusters.Scheme})
+	g.Expect(err).NotTo(HaveOccurred())
+	return out
+}
+
+// refusedClient reaches the cluster with a credential it does not accept.
+func refusedClient(g Gomega, c *testenv.Cluster) client.Client {
+	cfg := &rest.Config{Host: c.Config.Host, BearerToken: "not-a-token", TLSClientConfig: rest.TLSClientConfig{CAData: c.Config.CAData}}
+	out, err := client.New(cfg, client.Options{Scheme: clusters.Scheme})
+	g.Expect(err).NotTo(HaveOccurred())
+	return out
+}
