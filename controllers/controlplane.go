@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"time"
 
 	krov1alpha1 "github.com/kubernetes-sigs/kro/api/v1alpha1"
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
@@ -36,6 +35,8 @@ type SecretKey struct {
 
 // ControlPlaneAccess is how the provider and Flux reach a ControlPlane.
 type ControlPlaneAccess struct {
+	// Cluster is the engaged ControlPlane.
+	Cluster cluster.Cluster
 	// Client talks to the ControlPlane; reads of the provider's secrets in kro-system and
 	// of ResourceGraphDefinitions come from the ControlPlane's live cache.
 	Client client.Client
@@ -49,9 +50,6 @@ type ControlPlaneAccess struct {
 	ResourceGraphDefinitions func(context.Context) ([]krov1alpha1.ResourceGraphDefinition, error)
 	// Instances counts the instances of the CRDs kro generated, from the API server.
 	Instances func(context.Context) ([]InstanceCount, error)
-	// KroHealth reads kro's health for a rollout's gate from the API server
-	// (kro_health.go), for the revision being installed.
-	KroHealth func(ctx context.Context, revision string) (*v1alpha1.RolloutHealth, error)
 }
 
 // rgdCRDName is the CRD that kro's chart installs; until it exists a ControlPlane has no
@@ -81,6 +79,11 @@ type ControlPlanes interface {
 	// Release ends the access to a Kro's ControlPlane once the Kro is gone: the cluster is
 	// disengaged and whatever was requested for it is withdrawn.
 	Release(ctx context.Context, kro *v1alpha1.Kro) error
+	// WorkloadCluster returns the access to the workload cluster a Kro's kro runs on, for
+	// a version placed on one. It returns a *NotAvailableError while there is none.
+	WorkloadCluster(ctx context.Context, kro *v1alpha1.Kro) (*WorkloadClusterAccess, error)
+	// ReleaseWorkloadCluster disengages a Kro's workload cluster.
+	ReleaseWorkloadCluster(ctx context.Context, kro types.NamespacedName)
 	// Disengage drops this replica's connection to a Kro's ControlPlane, and nothing
 	// else: another replica owns it now (--sharding).
 	Disengage(ctx context.Context, kro types.NamespacedName)
@@ -148,8 +151,10 @@ type engagedControlPlanes struct {
 	platform     client.Client // cached: AccessRequests
 	reader       client.Reader // uncached: openmcp's access secrets are not cached
 	kubeconfigs  cache.Cache   // see accessCache
-	provider     *controlplane.Provider
-	events       *controlplane.Events
+	// workloadKubeconfigs watches the labelled workload cluster kubeconfigs (standalone).
+	workloadKubeconfigs cache.Cache
+	provider            *controlplane.Provider
+	events              *controlplane.Events
 }
 
 // accessCache watches where ControlPlane kubeconfigs come from on the platform cluster:
@@ -192,6 +197,9 @@ func (c *engagedControlPlanes) Sources(inTenantNamespace handler.EventHandler) [
 			source.Kind[client.Object](c.kubeconfigs, accessSecretMetadata(), inTenantNamespace, predicate.ResourceVersionChangedPredicate{}))
 	default:
 		srcs = append(srcs, source.Kind[client.Object](c.kubeconfigs, &corev1.Secret{}, inTenantNamespace))
+		if c.workloadKubeconfigs != nil {
+			srcs = append(srcs, source.Kind[client.Object](c.workloadKubeconfigs, &corev1.Secret{}, inTenantNamespace))
+		}
 	}
 	return srcs
 }
@@ -209,23 +217,12 @@ func (c *engagedControlPlanes) Access(ctx context.Context, kro *v1alpha1.Kro) (*
 	if err != nil {
 		return nil, err
 	}
-	state, err := c.provider.Ensure(name, kubeconfig)
+	cl, err := c.engaged(ctx, name, kubeconfig, "ControlPlane", fmt.Sprintf("secret %s/%s", tenantNamespace, secret))
 	if err != nil {
-		return nil, &NotAvailableError{Reason: v1alpha1.ReasonKubeconfigInvalid, Message: fmt.Sprintf("the ControlPlane's kubeconfig in secret %s/%s is unusable: %s", tenantNamespace, secret, err.Error())}
-	}
-	switch state.Phase {
-	case controlplane.Engaged:
-	case controlplane.Unreachable:
-		return nil, &NotAvailableError{Reason: v1alpha1.ReasonControlPlaneUnreachable, Message: fmt.Sprintf("the ControlPlane does not answer (since %s): %s; retrying with backoff",
-			state.Since.UTC().Format(time.RFC3339), state.Message)}
-	default:
-		return nil, &NotAvailableError{Connecting: true, Message: "connecting to the ControlPlane"}
-	}
-	cl, err := c.provider.Get(ctx, name)
-	if err != nil {
-		return nil, &NotAvailableError{Connecting: true, Message: "connecting to the ControlPlane"}
+		return nil, err
 	}
 	return &ControlPlaneAccess{
+		Cluster:    cl,
 		Client:     cl.GetClient(),
 		Reader:     cl.GetAPIReader(),
 		Kubeconfig: SecretKey{Name: secret, Key: KubeconfigKey},
@@ -260,18 +257,17 @@ func (c *engagedControlPlanes) Access(ctx context.Context, kro *v1alpha1.Kro) (*
 			}
 		},
 		Instances: func(ctx context.Context) ([]InstanceCount, error) { return instancesOf(ctx, cl) },
-		KroHealth: func(ctx context.Context, revision string) (*v1alpha1.RolloutHealth, error) {
-			return readKroHealth(ctx, cl, revision)
-		},
 	}, nil
 }
 
 func (c *engagedControlPlanes) Disengage(ctx context.Context, kro types.NamespacedName) {
 	c.provider.Remove(ctx, controlplane.ClusterName(kro))
+	c.ReleaseWorkloadCluster(ctx, kro)
 }
 
 func (c *engagedControlPlanes) Release(ctx context.Context, kro *v1alpha1.Kro) error {
 	c.provider.Remove(ctx, controlplane.ClusterName(client.ObjectKeyFromObject(kro)))
+	c.ReleaseWorkloadCluster(ctx, client.ObjectKeyFromObject(kro))
 	if c.mode != AccessOpenMCP {
 		return nil
 	}

@@ -181,6 +181,9 @@ func (r *KroReconciler) finishDeletion(ctx context.Context, s *scope) (result, e
 	if err := r.removeLeftovers(ctx, s, access); err != nil {
 		return proceed, err
 	}
+	if res, err := r.removeWorkloadLeftovers(ctx, s, access); res != proceed || err != nil {
+		return res, err
+	}
 	if err := r.ControlPlanes.Release(ctx, s.kro); err != nil {
 		return proceed, err
 	}
@@ -364,7 +367,7 @@ func (r *KroReconciler) removeLeftovers(ctx context.Context, s *scope, access *C
 		}
 	}
 	if access != nil {
-		if err := r.removeImageSecretCopies(ctx, access.Client, s.kro, nil); err != nil {
+		if err := r.removeImageSecretCopies(ctx, access.Client, s.kro, KroNamespace, nil); err != nil {
 			return err
 		}
 	}

@@ -74,6 +74,11 @@ func (r *KroReconciler) observeControlPlane(ctx context.Context, s *scope) (resu
 // (releaseWaitsForSource); the HelmRelease as it is is reported meanwhile.
 func (r *KroReconciler) reconcileHelmRelease(ctx context.Context, s *scope) (result, error) {
 	hr := newHelmRelease(s.kro, r.ProviderName, s.tenantNamespace, s.version, s.access.Kubeconfig, s.pollInterval)
+	if s.workload != nil {
+		if err := placeOnWorkloadCluster(hr, s.workload, s.parts.OffersDeploymentExtras()); err != nil {
+			return proceed, err
+		}
+	}
 	if err := s.record.annotate(hr); err != nil {
 		return proceed, err
 	}

@@ -276,7 +276,7 @@ func TestHandOverConditionIsOccasional(t *testing.T) {
 	now := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	var obs observation
 	obs.set(v1alpha1.ConditionHandOver, metav1.ConditionTrue, v1alpha1.ReasonHandingOver, "taking over")
-	for _, typ := range conditionOrder[1:] {
+	for _, typ := range conditionsOf(v1alpha1.PlacementControlPlane)[1:] {
 		if typ != v1alpha1.ConditionDeletionBlocked {
 			obs.set(typ, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, "fine")
 		}

@@ -22,7 +22,7 @@ const maxManaged = 64
 // inventory completes status.managedResources with what exists of the provider's objects
 // for the Kro that the reconcile's steps did not report, because a step waited before
 // reaching them or the Kro is being deleted: the chart pull secret copies, the
-// OCIRepository, the image pull secret copies on the ControlPlane (while it can be
+// OCIRepository, the image pull secret copies where kro runs (while that can be
 // reached) and the HelmRelease. It reads the caches, which hold exactly these objects, so
 // it costs no request.
 func (r *KroReconciler) inventory(ctx context.Context, s *scope) error {
@@ -51,13 +51,17 @@ func (r *KroReconciler) inventory(ctx context.Context, s *scope) error {
 	if err := r.inventoryFlux(ctx, flux, &sourcev1.OCIRepository{}, s.before, reported, add); err != nil {
 		return err
 	}
-	if s.access != nil {
+	site := s.site
+	if site.cluster == nil && s.access != nil {
+		site = controlPlaneSite(s.access) // a deletion, or a reconcile that stopped early
+	}
+	if site.cluster != nil {
 		imageCopies := &corev1.SecretList{}
-		if err := s.access.Client.List(ctx, imageCopies, client.InNamespace(KroNamespace), r.copyLabels(s.kro, v1alpha1.RoleImagePullSecret)); err != nil {
-			return fmt.Errorf("listing image pull secret copies on the ControlPlane: %w", err)
+		if err := site.cluster.GetClient().List(ctx, imageCopies, client.InNamespace(site.namespace), r.copyLabels(s.kro, v1alpha1.RoleImagePullSecret)); err != nil {
+			return fmt.Errorf("listing image pull secret copies on %s: %w", site.where, err)
 		}
 		for i := range imageCopies.Items {
-			add(managedSecret(controlPlaneCluster, &imageCopies.Items[i]))
+			add(managedSecret(site.label, &imageCopies.Items[i]))
 		}
 	}
 	if err := r.inventoryFlux(ctx, flux, &helmv2.HelmRelease{}, s.before, reported, add); err != nil {

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/chartparts"
 	"github.com/openmcp-project/service-provider-kro/providers/sharding"
 )
 
@@ -56,6 +57,15 @@ type KroReconciler struct {
 	// AccessMode says where ControlPlane kubeconfigs come from; an earlier AccessRequest
 	// that is the provider's own under openmcp is kept.
 	AccessMode AccessMode
+
+	// KroTokenLifetime is the lifetime of kro's token for a ControlPlane when kro runs on
+	// a workload cluster (default DefaultKroTokenLifetime).
+	KroTokenLifetime time.Duration
+
+	// charts renders kro's chart for the ControlPlanes of Kros on workload clusters, and
+	// applied remembers what was applied there (controlplane_parts.go).
+	charts  chartparts.Cache
+	applied appliedParts
 }
 
 // DefaultAccessGracePeriod is the default of KroReconciler.AccessGracePeriod: long
@@ -98,11 +108,19 @@ type scope struct {
 	chartSecret  string
 	imageSecrets []string
 	access       *ControlPlaneAccess
+	// workload is the workload cluster, for a version placed on one (workload.go).
+	workload *WorkloadClusterAccess
+	// site is where kro runs: the ControlPlane's kro-system, or the tenant's namespace on
+	// the workload cluster; set once both are reached.
+	site kroSite
 	// record is what the HelmRelease records of the rollout (admission.go).
 	record releaseRecord
 	// gate: a rollout is updating the Kro, so its reconciles read kro's health on the
 	// ControlPlane (rollout_health.go).
 	gate bool
+	// parts is what kro's chart puts on the ControlPlane when kro runs on a workload
+	// cluster (controlplane_parts.go).
+	parts *chartparts.Parts
 	// repo is the OCIRepository as applied, which the HelmRelease step may wait for.
 	repo *sourcev1.OCIRepository
 	// requeueAfter, when set, brings the Kro back sooner than the poll: a deletion that
@@ -224,10 +242,14 @@ func (r *KroReconciler) reconcileNormal(ctx context.Context, s *scope) (result, 
 		{v1alpha1.ConditionVersionResolved, "resolving the version", r.resolveVersion},
 		{v1alpha1.ConditionPullSecretsReady, "preparing the chart pull secret", r.reconcileChartPullSecret},
 		{v1alpha1.ConditionControlPlaneAccessReady, "reaching the ControlPlane", r.observeControlPlane},
+		{v1alpha1.ConditionHelmReleaseReady, "comparing the placement with kro's", r.holdPlacementChange},
+		{v1alpha1.ConditionWorkloadClusterReady, "reaching the workload cluster", r.observeWorkloadCluster},
 		{v1alpha1.ConditionControlPlaneAccessReady, "reading kro's health for the rollout", r.observeRolloutHealth},
-		{v1alpha1.ConditionPullSecretsReady, "copying image pull secrets to the ControlPlane", r.reconcileImagePullSecrets},
+		{v1alpha1.ConditionPullSecretsReady, "copying image pull secrets to where kro runs", r.reconcileImagePullSecrets},
 		{v1alpha1.ConditionHelmReleaseReady, "suspending the earlier provider's HelmRelease", r.suspendEarlier},
 		{v1alpha1.ConditionOCIRepositoryReady, "applying the OCIRepository", r.reconcileOCIRepository},
+		{v1alpha1.ConditionWorkloadClusterReady, "putting kro's CRDs and RBAC on the ControlPlane", r.reconcileControlPlaneParts},
+		{v1alpha1.ConditionWorkloadClusterReady, "preparing kro's credential for the ControlPlane", r.reconcileKroCredential},
 		{v1alpha1.ConditionHelmReleaseReady, "applying the HelmRelease", r.reconcileHelmRelease},
 		{v1alpha1.ConditionHandOver, "removing the earlier provider's objects", r.finishHandOver},
 	}

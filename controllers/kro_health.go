@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
-	"github.com/openmcp-project/service-provider-kro/clusters"
 )
 
 // kro's health on a ControlPlane, as a rollout's gate reads it (rollout_health.go): the
@@ -35,7 +34,8 @@ const kroInstanceReady = "Ready"
 const maxNotReadyInstances = 5
 
 // readKroHealth reads kro's health on the ControlPlane, for the revision being installed.
-func readKroHealth(ctx context.Context, cl cluster.Cluster, revision string) (*v1alpha1.RolloutHealth, error) {
+// The instances are on the ControlPlane, kro's Deployment where kro runs (site).
+func readKroHealth(ctx context.Context, cl cluster.Cluster, site kroSite, revision string) (*v1alpha1.RolloutHealth, error) {
 	dyn, err := dynamic.NewForConfigAndClient(cl.GetConfig(), cl.GetHTTPClient())
 	if err != nil {
 		return nil, err
@@ -44,7 +44,12 @@ func readKroHealth(ctx context.Context, cl cluster.Cluster, revision string) (*v
 	if err := countInstances(ctx, cl.GetAPIReader(), dyn, h); err != nil {
 		return nil, err
 	}
-	if err := deploymentHealth(ctx, dyn, h); err != nil {
+	if site.cluster != cl {
+		if dyn, err = dynamic.NewForConfigAndClient(site.cluster.GetConfig(), site.cluster.GetHTTPClient()); err != nil {
+			return nil, err
+		}
+	}
+	if err := deploymentHealth(ctx, dyn, site, h); err != nil {
 		return nil, err
 	}
 	return h, nil
@@ -105,23 +110,23 @@ func instanceReady(u *unstructured.Unstructured) (bool, string) {
 	return false, "NoReadyCondition"
 }
 
-// deploymentHealth reads the Deployments of kro's release in kro-system (the chart
+// deploymentHealth reads the Deployments of kro's release where kro runs (the chart
 // labels them with the release's name): each must have finished its rollout.
-func deploymentHealth(ctx context.Context, dyn dynamic.Interface, h *v1alpha1.RolloutHealth) error {
-	list, err := dyn.Resource(appsv1.SchemeGroupVersion.WithResource("deployments")).Namespace(clusters.KroNamespace).
-		List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + ReleaseName})
+func deploymentHealth(ctx context.Context, dyn dynamic.Interface, site kroSite, h *v1alpha1.RolloutHealth) error {
+	list, err := dyn.Resource(appsv1.SchemeGroupVersion.WithResource("deployments")).Namespace(site.namespace).
+		List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + site.release})
 	if err != nil {
-		return fmt.Errorf("listing kro's Deployments in %s: %w", clusters.KroNamespace, err)
+		return fmt.Errorf("listing kro's Deployments in %s on %s: %w", site.namespace, site.where, err)
 	}
 	if len(list.Items) == 0 {
-		h.Deployment = fmt.Sprintf("no Deployment of release %s in %s", ReleaseName, clusters.KroNamespace)
+		h.Deployment = fmt.Sprintf("no Deployment of release %s in %s on %s", site.release, site.namespace, site.where)
 		return nil
 	}
 	h.DeploymentAvailable = true
 	for i := range list.Items {
 		d := &appsv1.Deployment{}
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(list.Items[i].Object, d); err != nil {
-			return fmt.Errorf("reading Deployment %s/%s: %w", clusters.KroNamespace, list.Items[i].GetName(), err)
+			return fmt.Errorf("reading Deployment %s/%s: %w", site.namespace, list.Items[i].GetName(), err)
 		}
 		done, msg := deploymentDone(d)
 		h.DeploymentAvailable = h.DeploymentAvailable && done

@@ -30,6 +30,7 @@ func (o *observation) versionNotOffered(version, providerConfig string, offered 
 }
 
 func (o *observation) versionResolved(v *v1alpha1.KroVersion) {
+	o.placement = v1alpha1.PlacementOf(v)
 	o.set(v1alpha1.ConditionVersionResolved, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, fmt.Sprintf(
 		"version %s resolves to chart %s:%s", v.Version, chartURL(v), v.ChartVersion))
 }
@@ -43,6 +44,7 @@ func (o *observation) invalidVersion(version string, err error) {
 // versionHeldBack: a rollout has not yet admitted the Kro to the version's new
 // artifacts, so it keeps those of the revision it runs.
 func (o *observation) versionHeldBack(v *v1alpha1.KroVersion, running, update string) {
+	o.placement = v1alpha1.PlacementOf(v)
 	o.set(v1alpha1.ConditionVersionResolved, metav1.ConditionTrue, v1alpha1.ReasonRolloutPending, fmt.Sprintf(
 		"version %s stays at chart %s:%s of revision %s until the rollout of revision %s admits this Kro",
 		v.Version, chartURL(v), v.ChartVersion, running, update))

@@ -85,31 +85,39 @@ func (r *KroReconciler) reconcileChartPullSecret(ctx context.Context, s *scope) 
 	return proceed, nil
 }
 
-// reconcileImagePullSecrets copies the version's image pull secrets into kro-system on
-// the ControlPlane and removes copies that are no longer referenced.
+// reconcileImagePullSecrets copies the version's image pull secrets to where kro runs
+// (kro-system on the ControlPlane, or the tenant's namespace on the workload cluster) and
+// removes copies that are no longer referenced.
 func (r *KroReconciler) reconcileImagePullSecrets(ctx context.Context, s *scope) (result, error) {
-	c := s.access.Client
+	site := s.site
+	c := site.cluster.GetClient()
 	if len(s.imageSecrets) > 0 {
-		if err := ensureNamespace(ctx, c, KroNamespace, nil); err != nil {
+		var labels map[string]string
+		if s.workload != nil {
+			// The tenant's namespace on a workload cluster is the provider's, and goes
+			// with the Kro (workload_cleanup.go).
+			labels = ownerLabels(s.kro, r.ProviderName, "")
+		}
+		if err := ensureNamespace(ctx, c, site.namespace, labels); err != nil {
 			return proceed, err
 		}
 	}
 	var conflicts []string
 	for _, name := range s.imageSecrets {
-		cp := newSecretCopy(s.kro, r.ProviderName, v1alpha1.RoleImagePullSecret, s.sources[name], KroNamespace, name)
-		owned, err := copySecret(ctx, c, s.access.Reader, cp)
+		cp := newSecretCopy(s.kro, r.ProviderName, v1alpha1.RoleImagePullSecret, s.sources[name], site.namespace, name)
+		owned, err := copySecret(ctx, c, site.cluster.GetAPIReader(), cp)
 		if err != nil {
 			return proceed, fmt.Errorf("copying image pull secret %q: %w", name, err)
 		}
 		if !owned {
-			conflicts = append(conflicts, ownershipConflictMessage(s.kro, "secret", "the ControlPlane", cp, fmt.Sprintf(
-				"rename the image pull secret in ProviderConfig %q (helmValues.imagePullSecrets of version %s), or delete that secret on the ControlPlane if nobody needs it",
-				r.ProviderName, s.version.Version)))
+			conflicts = append(conflicts, ownershipConflictMessage(s.kro, "secret", site.where, cp, fmt.Sprintf(
+				"rename the image pull secret in ProviderConfig %q (helmValues.imagePullSecrets of version %s), or delete that secret on %s if nobody needs it",
+				r.ProviderName, s.version.Version, site.where)))
 			continue
 		}
-		s.obs.managed = append(s.obs.managed, managedSecret(controlPlaneCluster, cp))
+		s.obs.managed = append(s.obs.managed, managedSecret(site.label, cp))
 	}
-	if err := r.removeImageSecretCopies(ctx, c, s.kro, s.imageSecrets); err != nil {
+	if err := r.removeImageSecretCopies(ctx, c, s.kro, site.namespace, s.imageSecrets); err != nil {
 		return proceed, err
 	}
 	if len(conflicts) > 0 {
@@ -126,9 +134,9 @@ func pullSecretsMessage(s *scope, copiedImages bool) string {
 		parts = append(parts, fmt.Sprintf("chart pull secret %q copied to %s/%s", s.version.ChartPullSecret, s.tenantNamespace, s.chartSecret))
 	}
 	if len(s.imageSecrets) > 0 {
-		state := "found, to be copied to the ControlPlane"
+		state := "found, to be copied to where kro runs"
 		if copiedImages {
-			state = "copied to " + KroNamespace + " on the ControlPlane"
+			state = "copied to " + s.site.namespace + " on " + s.site.where
 		}
 		parts = append(parts, fmt.Sprintf("image pull secrets %s %s", strings.Join(s.imageSecrets, ", "), state))
 	}
@@ -174,12 +182,12 @@ func (r *KroReconciler) removeChartSecretCopies(ctx context.Context, c client.Re
 	return r.deleteSecrets(ctx, r.Platform, list.Items, func(name string) bool { return name == keep })
 }
 
-// removeImageSecretCopies deletes the copies of image pull secrets in kro-system on the
-// ControlPlane except those named in keep.
-func (r *KroReconciler) removeImageSecretCopies(ctx context.Context, c client.Client, kro *v1alpha1.Kro, keep []string) error {
+// removeImageSecretCopies deletes the copies of image pull secrets in namespace (where
+// kro runs) except those named in keep.
+func (r *KroReconciler) removeImageSecretCopies(ctx context.Context, c client.Client, kro *v1alpha1.Kro, namespace string, keep []string) error {
 	list := &corev1.SecretList{}
-	if err := c.List(ctx, list, client.InNamespace(KroNamespace), r.copyLabels(kro, v1alpha1.RoleImagePullSecret)); err != nil {
-		return fmt.Errorf("listing image pull secret copies on the ControlPlane: %w", err)
+	if err := c.List(ctx, list, client.InNamespace(namespace), r.copyLabels(kro, v1alpha1.RoleImagePullSecret)); err != nil {
+		return fmt.Errorf("listing image pull secret copies in %s: %w", namespace, err)
 	}
 	return r.deleteSecrets(ctx, c, list.Items, func(name string) bool { return slices.Contains(keep, name) })
 }

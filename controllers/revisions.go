@@ -52,12 +52,19 @@ func canonicalArtifacts(v *v1alpha1.KroVersion) ([]byte, error) {
 			return nil, fmt.Errorf("version %s: helmValues: %w", v.Version, err)
 		}
 	}
+	// The default placement is left out, so that revisions named before placements
+	// existed keep their names and nobody is rolled out again by an upgrade.
+	var placement v1alpha1.Placement
+	if p := v1alpha1.PlacementOf(v); p != v1alpha1.PlacementControlPlane {
+		placement = p
+	}
 	return json.Marshal(struct {
-		ChartURL        string `json:"chartURL"`
-		ChartVersion    string `json:"chartVersion"`
-		ChartPullSecret string `json:"chartPullSecret"`
-		HelmValues      any    `json:"helmValues"`
-	}{chartURL(v), v.ChartVersion, v.ChartPullSecret, values})
+		ChartURL        string             `json:"chartURL"`
+		ChartVersion    string             `json:"chartVersion"`
+		ChartPullSecret string             `json:"chartPullSecret"`
+		HelmValues      any                `json:"helmValues"`
+		Placement       v1alpha1.Placement `json:"placement,omitempty"`
+	}{chartURL(v), v.ChartVersion, v.ChartPullSecret, values, placement})
 }
 
 // dnsLabelPart turns a version into lowercase letters, digits and '-', at most max long.

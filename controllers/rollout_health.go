@@ -148,9 +148,9 @@ func (r *KroReconciler) observeRolloutHealth(ctx context.Context, s *scope) (res
 	if !s.gate || s.record.Admission == nil {
 		return proceed, nil
 	}
-	h, err := s.access.KroHealth(ctx, s.obs.revision)
+	h, err := readKroHealth(ctx, s.access.Cluster, s.site, s.obs.revision)
 	if err != nil {
-		return proceed, fmt.Errorf("reading kro's health on the ControlPlane for the rollout: %w", err)
+		return proceed, fmt.Errorf("reading kro's health for the rollout: %w", err)
 	}
 	if s.record.Admission.Instances == nil && s.record.Failed == "" {
 		counts := h.Instances

@@ -88,6 +88,10 @@ func Setup(ctx context.Context, mgr ctrl.Manager, platformConfig *rest.Config, o
 	if err != nil {
 		return err
 	}
+	workloadKubeconfigs, err := addWorkloadKubeconfigCache(mgr, platform, o)
+	if err != nil {
+		return err
+	}
 
 	log := mgr.GetLogger()
 	events := controlplane.NewEvents(controlplane.EventsOptions{
@@ -103,10 +107,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, platformConfig *rest.Config, o
 		ClusterOptions: []cluster.Option{controlplane.ClusterOptions(clusters.Scheme, clusters.KroNamespace,
 			labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue}),
 			controlplane.Kinds{krov1alpha1.GroupVersion.WithKind("ResourceGraphDefinition"): meta.RESTScopeRoot})},
-		ProbeInterval: o.ProbeInterval,
-		MaxBackoff:    o.MaxBackoff,
-		OnChange:      events.Notify,
-		Log:           log.WithName("controlplane-provider"),
+		ClusterOptionsFor: WorkloadClusterOptions,
+		ProbeInterval:     o.ProbeInterval,
+		MaxBackoff:        o.MaxBackoff,
+		OnChange:          events.Notify,
+		Log:               log.WithName("controlplane-provider"),
 	})
 	mc, err := mcmanager.WithMultiCluster(mgr, provider)
 	if err != nil {
@@ -133,13 +138,14 @@ func Setup(ctx context.Context, mgr ctrl.Manager, platformConfig *rest.Config, o
 		Platform:       platform.GetClient(),
 		PlatformReader: platform.GetAPIReader(),
 		ControlPlanes: &engagedControlPlanes{
-			mode:         o.Access,
-			providerName: o.ProviderName,
-			platform:     platform.GetClient(),
-			reader:       platform.GetAPIReader(),
-			kubeconfigs:  access,
-			provider:     provider,
-			events:       events,
+			mode:                o.Access,
+			providerName:        o.ProviderName,
+			platform:            platform.GetClient(),
+			reader:              platform.GetAPIReader(),
+			kubeconfigs:         access,
+			workloadKubeconfigs: workloadKubeconfigs,
+			provider:            provider,
+			events:              events,
 		},
 		Recorder:                mgr.GetEventRecorder(o.Identity),
 		ProviderName:            o.ProviderName,
@@ -187,4 +193,17 @@ func addPlatformCaches(mgr ctrl.Manager, platform cluster.Cluster, o Options) (a
 		return nil, nil, err
 	}
 	return access, earlier, nil
+}
+
+// addWorkloadKubeconfigCache adds the cache of the labelled workload cluster kubeconfigs
+// (standalone); under openmcp there is none (nil).
+func addWorkloadKubeconfigCache(mgr ctrl.Manager, platform cluster.Cluster, o Options) (cache.Cache, error) {
+	if o.Access == AccessOpenMCP {
+		return nil, nil
+	}
+	c, err := workloadKubeconfigCache(platform)
+	if err != nil {
+		return nil, fmt.Errorf("creating the cache of workload cluster kubeconfigs: %w", err)
+	}
+	return c, mgr.Add(c)
 }

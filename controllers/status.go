@@ -45,6 +45,8 @@ type observation struct {
 	// rolloutHealth is kro's health on the ControlPlane, read while a rollout updates the
 	// Kro (rollout_health.go); nil otherwise.
 	rolloutHealth *v1alpha1.RolloutHealth
+	// placement is where the version places kro, once it is resolved ("" before).
+	placement v1alpha1.Placement
 	// revision is the ControllerRevision of the artifacts this reconcile installs with;
 	// it becomes status.revision once the Kro is Ready with it.
 	revision string
@@ -63,16 +65,26 @@ func (o *observation) set(condType string, status metav1.ConditionStatus, reason
 }
 
 // conditionOrder is the order of a Kro's conditions in its status: Ready, then one per
-// step of the reconcile, then the RGDs and the deletion. Every one is always present.
+// step of the reconcile, then the RGDs and the deletion. Every one is always present,
+// but WorkloadClusterReady only for a Kro placed on a workload cluster.
 var conditionOrder = []string{
 	v1alpha1.ConditionReady,
 	v1alpha1.ConditionVersionResolved,
 	v1alpha1.ConditionPullSecretsReady,
 	v1alpha1.ConditionControlPlaneAccessReady,
+	v1alpha1.ConditionWorkloadClusterReady,
 	v1alpha1.ConditionOCIRepositoryReady,
 	v1alpha1.ConditionHelmReleaseReady,
 	v1alpha1.ConditionResourceGraphDefinitionsReady,
 	v1alpha1.ConditionDeletionBlocked,
+}
+
+// conditionsOf are the conditions of a Kro with that placement, in order.
+func conditionsOf(p v1alpha1.Placement) []string {
+	if p == v1alpha1.PlacementWorkloadCluster {
+		return conditionOrder
+	}
+	return slices.DeleteFunc(slices.Clone(conditionOrder), func(t string) bool { return t == v1alpha1.ConditionWorkloadClusterReady })
 }
 
 // occasional are the conditions present only while their situation lasts; they come
@@ -120,6 +132,10 @@ func computeStatus(old v1alpha1.KroStatus, generation int64, obs observation, no
 	if phase == v1alpha1.PhaseReady && obs.revision != "" {
 		revision = obs.revision
 	}
+	placement := old.Placement
+	if obs.placement != "" {
+		placement = obs.placement
+	}
 	missingSince := old.AccessMissingSince
 	if obs.accessChecked {
 		missingSince = obs.accessMissingSince
@@ -131,6 +147,7 @@ func computeStatus(old v1alpha1.KroStatus, generation int64, obs observation, no
 			Conditions:         conds,
 		},
 		ChartVersion:             chartVersion,
+		Placement:                placement,
 		ManagedResources:         obs.managed,
 		ResourceGraphDefinitions: reportedRGDs(old.ResourceGraphDefinitions, obs, now),
 		AccessMissingSince:       missingSince,
@@ -173,7 +190,7 @@ func notChecked(obs observation, have []metav1.Condition) []metav1.Condition {
 		}
 	}
 	var out []metav1.Condition
-	for _, t := range conditionOrder {
+	for _, t := range conditionsOf(obs.placement) {
 		if findCondition(have, t) != nil {
 			continue
 		}
@@ -228,9 +245,10 @@ func readyCondition(obs observation) metav1.Condition {
 
 // readyReasons are the reasons of a failing step that Ready repeats as they are.
 var readyReasons = map[string]bool{
-	v1alpha1.ReasonAccessDenied:      true,
-	v1alpha1.ReasonUpgradeInProgress: true,
-	v1alpha1.ReasonOwnershipConflict: true,
+	v1alpha1.ReasonAccessDenied:        true,
+	v1alpha1.ReasonUpgradeInProgress:   true,
+	v1alpha1.ReasonOwnershipConflict:   true,
+	v1alpha1.ReasonPlacementChangeHeld: true,
 }
 
 // errorReasons are the reasons of a step that failed on bad input or an error; Ready
@@ -247,11 +265,16 @@ var errorReasons = map[string]bool{
 	v1alpha1.ReasonReleaseFailed:           true,
 	v1alpha1.ReasonKubeconfigInvalid:       true,
 	v1alpha1.ReasonControlPlaneUnreachable: true,
+	// A version placed on a workload cluster that the ControlPlane has none of is bad
+	// input too, for the platform team to fix.
+	v1alpha1.ReasonWorkloadClusterMissing:     true,
+	v1alpha1.ReasonWorkloadClusterUnreachable: true,
 }
 
 // isWarning tells whether a step's condition with this reason makes its event a Warning.
 func isWarning(reason string) bool {
-	return errorReasons[reason] || reason == v1alpha1.ReasonAccessDenied || reason == v1alpha1.ReasonOwnershipConflict
+	return errorReasons[reason] || reason == v1alpha1.ReasonAccessDenied || reason == v1alpha1.ReasonOwnershipConflict ||
+		reason == v1alpha1.ReasonPlacementChangeHeld
 }
 
 // kroEvent is a Kubernetes event to emit on the Kro.

@@ -141,7 +141,7 @@ func TestEveryConditionIsReported(t *testing.T) {
 	for _, c := range st.Conditions {
 		types = append(types, c.Type)
 	}
-	g.Expect(types).To(Equal(conditionOrder))
+	g.Expect(types).To(Equal(conditionsOf(v1alpha1.PlacementControlPlane)))
 	ready := findCondition(st.Conditions, v1alpha1.ConditionReady)
 	g.Expect(ready.Reason).To(Equal(v1alpha1.ReasonReconcileError), "the seed's contract: Ready=False, ReconcileError on an unknown version")
 	g.Expect(ready.Message).To(Equal("version x is not offered"))
@@ -217,4 +217,30 @@ func TestReleaseFailReason(t *testing.T) {
 	c := findCondition(obs.conditions, v1alpha1.ConditionHelmReleaseReady)
 	g.Expect(c.Reason).To(Equal(v1alpha1.ReasonSourceNotReady))
 	g.Expect(c.Message).To(ContainSubstring("OCIRepository 'x' is not ready"))
+}
+
+// TestWorkloadClusterReadyOnlyForItsPlacement: a Kro placed on a workload cluster reports
+// WorkloadClusterReady (not checked when an earlier step stopped), one on its ControlPlane
+// never does; status.placement follows the version.
+func TestWorkloadClusterReadyOnlyForItsPlacement(t *testing.T) {
+	g := NewWithT(t)
+	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	var obs observation
+	obs.versionResolved(&v1alpha1.KroVersion{Version: "v1", ChartVersion: "0.9.4", Placement: v1alpha1.PlacementWorkloadCluster})
+	obs.set(v1alpha1.ConditionControlPlaneAccessReady, metav1.ConditionFalse, v1alpha1.ReasonControlPlaneUnreachable, "down")
+	st := computeStatus(v1alpha1.KroStatus{}, 1, obs, t0)
+	g.Expect(st.Placement).To(Equal(v1alpha1.PlacementWorkloadCluster))
+	wc := findCondition(st.Conditions, v1alpha1.ConditionWorkloadClusterReady)
+	g.Expect(wc).NotTo(BeNil())
+	g.Expect(wc.Reason).To(Equal(v1alpha1.ReasonNotChecked))
+
+	obs = observation{}
+	obs.versionResolved(&v1alpha1.KroVersion{Version: "v1", ChartVersion: "0.9.4"})
+	st = computeStatus(st, 2, obs, t0)
+	g.Expect(st.Placement).To(Equal(v1alpha1.PlacementControlPlane))
+	g.Expect(findCondition(st.Conditions, v1alpha1.ConditionWorkloadClusterReady)).To(BeNil())
+
+	obs = observation{} // the version not resolved: the placement stays as it was
+	st = computeStatus(st, 3, obs, t0)
+	g.Expect(st.Placement).To(Equal(v1alpha1.PlacementControlPlane))
 }

@@ -12,6 +12,10 @@ const (
 	ConditionOCIRepositoryReady = "OCIRepositoryReady"
 	// ConditionControlPlaneAccessReady: the ControlPlane can be reached.
 	ConditionControlPlaneAccessReady = "ControlPlaneAccessReady"
+	// ConditionWorkloadClusterReady, only for a version placed on a WorkloadCluster: the
+	// workload cluster can be reached, and kro's CRDs, RBAC and credential are in place on
+	// the ControlPlane.
+	ConditionWorkloadClusterReady = "WorkloadClusterReady"
 	// ConditionHelmReleaseReady: the HelmRelease is Ready with the requested chart installed.
 	ConditionHelmReleaseReady = "HelmReleaseReady"
 	// ConditionResourceGraphDefinitionsReady sums up the tenant's RGDs on the ControlPlane.
@@ -89,6 +93,14 @@ const (
 	ReasonKubeconfigInvalid = "KubeconfigInvalid"
 	// ReasonControlPlaneUnreachable: the ControlPlane does not answer with its kubeconfig.
 	ReasonControlPlaneUnreachable = "ControlPlaneUnreachable"
+	// ReasonWorkloadClusterMissing: the version is placed on a WorkloadCluster, and there
+	// is none for the ControlPlane (standalone: no labelled kubeconfig secret).
+	ReasonWorkloadClusterMissing = "WorkloadClusterMissing"
+	// ReasonWorkloadClusterUnreachable: the workload cluster does not answer.
+	ReasonWorkloadClusterUnreachable = "WorkloadClusterUnreachable"
+	// ReasonPlacementChangeHeld: the version now places kro elsewhere than where it runs;
+	// kro stays where it is (HelmReleaseReady).
+	ReasonPlacementChangeHeld = "PlacementChangeHeld"
 	// ReasonAccessDenied: openmcp denied the provider's AccessRequest for the ControlPlane.
 	// During a deletion a denied request counts as access gone.
 	ReasonAccessDenied = "AccessDenied"

@@ -15,9 +15,10 @@ type KroSpec struct {
 
 // ManagedResource is an object the provider manages for a Kro, with its own readiness.
 type ManagedResource struct {
-	// Cluster says where the object lives: platform or controlplane.
+	// Cluster says where the object lives: platform, controlplane, or workload (the
+	// workload cluster kro runs on, for a version placed on one).
 	// +required
-	// +kubebuilder:validation:Enum=platform;controlplane
+	// +kubebuilder:validation:Enum=platform;controlplane;workload
 	Cluster string `json:"cluster"`
 	// APIVersion of the object.
 	// +required
@@ -88,6 +89,11 @@ type KroStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=128
 	ChartVersion string `json:"chartVersion,omitempty"`
+
+	// Placement is where kro's controller runs for this Kro: ControlPlane or
+	// WorkloadCluster, from its version in the ProviderConfig.
+	// +optional
+	Placement Placement `json:"placement,omitempty"`
 
 	// ManagedResources lists what the provider created for this Kro and how each is doing.
 	// +optional
@@ -182,6 +188,7 @@ type InstanceState struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="RGDs",type=integer,JSONPath=`.status.resourceGraphDefinitions.total`
 // +kubebuilder:printcolumn:name="RGDs Ready",type=integer,JSONPath=`.status.resourceGraphDefinitions.ready`
+// +kubebuilder:printcolumn:name="Placement",type=string,JSONPath=`.status.placement`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Kro struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -12,7 +12,8 @@ const (
 	// LabelProvider carries the provider's name.
 	LabelProvider = LabelPrefix + "provider"
 	// LabelRole says what a copied secret is for (RoleChartPullSecret, RoleImagePullSecret),
-	// or marks a replica's membership Lease (RoleShardMember).
+	// marks kro's own credential (RoleKroCredential), or marks a replica's membership
+	// Lease (RoleShardMember).
 	LabelRole = LabelPrefix + "role"
 	// AnnotationKro is the Kro's exact "namespace/name", whatever its length.
 	AnnotationKro = LabelPrefix + "kro"
@@ -39,6 +40,15 @@ const (
 	AnnotationEnvironment = LabelPrefix + "environment"
 	// AnnotationSourceSecret names the secret in the provider's namespace a copy was made from.
 	AnnotationSourceSecret = LabelPrefix + "source-secret"
+	// AnnotationTokenIssued on kro's ControlPlane access secret on a workload cluster
+	// (RoleKroCredential) is when the provider requested the token it holds (RFC 3339).
+	// With AnnotationTokenExpires it tells when the token is due for rotation, without
+	// decoding the token or asking the ControlPlane.
+	AnnotationTokenIssued = LabelPrefix + "token-issued"
+	// AnnotationTokenExpires on the same secret is when its token expires (RFC 3339), as
+	// the ControlPlane's TokenRequest answered: the API server may shorten or lengthen
+	// the lifetime the provider asked for.
+	AnnotationTokenExpires = LabelPrefix + "token-expires"
 	// LabelManagedBy marks everything the provider creates.
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	// ManagedByValue is the value of LabelManagedBy.
@@ -46,6 +56,10 @@ const (
 	// LabelControlPlaneKubeconfig marks the secret (data key "kubeconfig") in a tenant
 	// namespace that holds the ControlPlane's kubeconfig in standalone mode.
 	LabelControlPlaneKubeconfig = LabelPrefix + "controlplane-kubeconfig"
+	// LabelWorkloadClusterKubeconfig marks the secret (data key "kubeconfig") in a tenant
+	// namespace that holds the kubeconfig of the workload cluster where kro runs for the
+	// tenant's versions placed on a WorkloadCluster, in standalone mode.
+	LabelWorkloadClusterKubeconfig = LabelPrefix + "workload-cluster-kubeconfig"
 
 	// Finalizer keeps a Kro until everything the provider created for it is gone.
 	Finalizer = LabelPrefix + "finalizer"
@@ -54,6 +68,13 @@ const (
 	RoleChartPullSecret = "chart-pull-secret"
 	// RoleImagePullSecret marks the copy of an image pull secret in kro-system on a ControlPlane.
 	RoleImagePullSecret = "image-pull-secret"
+	// RoleKroCredential marks kro's own identity for a ControlPlane: its ServiceAccount
+	// in kro-system on the ControlPlane and the secret with its token and kubeconfig in
+	// the tenant's namespace on a workload cluster (WorkloadCluster placement).
+	RoleKroCredential = "kro-credential"
+	// RoleKroParts marks what the provider puts on a ControlPlane of kro's chart when kro
+	// runs on a workload cluster: kro's CRDs and its RBAC.
+	RoleKroParts = "kro-parts"
 	// RoleShardMember marks the Lease of a replica that takes its share of the
 	// ControlPlanes (run --sharding), in the provider's namespace on the platform cluster.
 	RoleShardMember = "shard-member"

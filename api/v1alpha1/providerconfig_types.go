@@ -118,14 +118,43 @@ type KroVersion struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="chartPullSecret must be a valid Secret name: lowercase letters, digits, '-' and '.'"
 	ChartPullSecret string `json:"chartPullSecret,omitempty"`
 
+	// Placement is where kro's controller runs: ControlPlane (the default) installs the
+	// whole chart into kro-system on the tenant's ControlPlane; WorkloadCluster runs kro
+	// in a namespace of its own per tenant on a workload cluster, reaching the ControlPlane
+	// with a credential of its own, and puts only kro's CRDs and RBAC on the ControlPlane.
+	// Changing it moves the version's Kros under spec.rollout, like any change of the
+	// artifacts.
+	// +optional
+	// +kubebuilder:default=ControlPlane
+	Placement Placement `json:"placement,omitempty"`
+
 	// HelmValues are passed to the chart as they are. Secrets named under
-	// imagePullSecrets[].name are copied from the provider's namespace into kro-system on
-	// the ControlPlane.
+	// imagePullSecrets[].name are copied from the provider's namespace to where kro runs:
+	// kro-system on the ControlPlane, or the tenant's namespace on the workload cluster.
 	// +optional
 	// +kubebuilder:validation:Type=object
 	// +kubebuilder:validation:Schemaless
 	// +kubebuilder:pruning:PreserveUnknownFields
 	HelmValues *apiextensionsv1.JSON `json:"helmValues,omitempty"`
+}
+
+// Placement is where kro's controller runs.
+// +kubebuilder:validation:Enum=ControlPlane;WorkloadCluster
+type Placement string
+
+const (
+	// PlacementControlPlane runs kro inside the tenant's ControlPlane, in kro-system.
+	PlacementControlPlane Placement = "ControlPlane"
+	// PlacementWorkloadCluster runs kro on a workload cluster, one namespace per tenant.
+	PlacementWorkloadCluster Placement = "WorkloadCluster"
+)
+
+// PlacementOf is a version's placement, ControlPlane when it is not set.
+func PlacementOf(v *KroVersion) Placement {
+	if v == nil || v.Placement == "" {
+		return PlacementControlPlane
+	}
+	return v.Placement
 }
 
 // ProviderConfigStatus is what the provider observed for its configuration: whether

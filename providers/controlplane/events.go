@@ -103,7 +103,7 @@ func (e *Events) Start(ctx context.Context) error {
 
 // Notify enqueues the object of a ControlPlane, for example when its engagement changed.
 func (e *Events) Notify(name multicluster.ClusterName) {
-	if key, ok := ControlPlane(name); ok {
+	if key, _, ok := Tenant(name); ok {
 		e.send(key)
 	}
 }
@@ -130,13 +130,13 @@ func (e *Events) KindWatch(name multicluster.ClusterName, cl cluster.Cluster) Ki
 	return KindUnknown
 }
 
-// Engage starts the watches on one ControlPlane. The secret informer is synced before it
+// Engage starts the watches on one ControlPlane or workload cluster. The secret informer is synced before it
 // returns; the watch of the kind starts in the background once its CRD exists. Everything
 // ends with ctx.
 func (e *Events) Engage(ctx context.Context, name multicluster.ClusterName, cl cluster.Cluster) error {
-	key, ok := ControlPlane(name)
+	key, workload, ok := Tenant(name)
 	if !ok {
-		return fmt.Errorf("cluster name %q does not name a ControlPlane", name)
+		return fmt.Errorf("cluster name %q names neither a ControlPlane nor a workload cluster", name)
 	}
 	syncCtx, cancel := context.WithTimeout(ctx, e.syncTimeout)
 	defer cancel()
@@ -159,7 +159,11 @@ func (e *Events) Engage(ctx context.Context, name multicluster.ClusterName, cl c
 			delete(e.watches, name)
 		}
 	})
-	go e.watchKind(ctx, name, key, w)
+	// The watched kind lives on the ControlPlane; a workload cluster has only the
+	// provider's secrets in the tenant's namespace there.
+	if !workload {
+		go e.watchKind(ctx, name, key, w)
+	}
 	return nil
 }
 

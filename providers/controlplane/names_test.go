@@ -16,10 +16,24 @@ func TestClusterNameRoundTrip(t *testing.T) {
 		if !ok || got != id {
 			t.Errorf("ControlPlane(ClusterName(%v)) = %v, %v", id, got, ok)
 		}
+		got, workload, ok := Tenant(ClusterName(id))
+		if !ok || workload || got != id {
+			t.Errorf("Tenant(ClusterName(%v)) = %v, %t, %t", id, got, workload, ok)
+		}
+		got, workload, ok = Tenant(WorkloadClusterName(id))
+		if !ok || !workload || got != id {
+			t.Errorf("Tenant(WorkloadClusterName(%v)) = %v, %t, %t", id, got, workload, ok)
+		}
+		if got, ok := ControlPlane(WorkloadClusterName(id)); ok {
+			t.Errorf("ControlPlane(WorkloadClusterName(%v)) = %v, want false: a workload cluster is no ControlPlane", id, got)
+		}
 	}
-	for _, bad := range []multicluster.ClusterName{"", "a", "/b", "a/", "a/b/c"} {
+	for _, bad := range []multicluster.ClusterName{"", "a", "/b", "a/", "a/b/c", "workload:", "workload:a", "workload:a/b/c"} {
 		if id, ok := ControlPlane(bad); ok {
 			t.Errorf("ControlPlane(%q) = %v, want false", bad, id)
+		}
+		if id, _, ok := Tenant(bad); ok {
+			t.Errorf("Tenant(%q) = %v, want false", bad, id)
 		}
 	}
 }

@@ -57,6 +57,10 @@ type Options struct {
 	// ClusterOptions configure each ControlPlane's cluster.Cluster (scheme, what its
 	// cache holds).
 	ClusterOptions []cluster.Option
+	// ClusterOptionsFor, when set and not nil for a cluster, replaces ClusterOptions for
+	// that cluster: a workload cluster's cache holds the tenant's namespace there, not a
+	// ControlPlane's kro-system.
+	ClusterOptionsFor func(multicluster.ClusterName) []cluster.Option
 	// ProbeInterval is how often an engaged ControlPlane is asked whether it still
 	// answers. Default 15s.
 	ProbeInterval time.Duration
@@ -301,7 +305,13 @@ func (p *Provider) engage(ctx context.Context, name multicluster.ClusterName, cf
 	if err := p.probe(ctx, cfg); err != nil {
 		return nil, err
 	}
-	cl, err := cluster.New(cfg, p.opts.ClusterOptions...)
+	opts := p.opts.ClusterOptions
+	if p.opts.ClusterOptionsFor != nil {
+		if o := p.opts.ClusterOptionsFor(name); o != nil {
+			opts = o
+		}
+	}
+	cl, err := cluster.New(cfg, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("creating the cluster: %w", err)
 	}

@@ -23,6 +23,10 @@ type KroControllerOptions struct {
 	Dir string
 	// Args are extra flags for the controller.
 	Args []string
+	// Files are written into Dir beside the kubeconfig, for a kubeconfig that names files
+	// by relative paths (the credential the provider prepares for kro on a workload
+	// cluster: a token and a CA).
+	Files map[string][]byte
 }
 
 // StartKroController builds (once) and runs kro's controller as a process, leader
@@ -41,6 +45,11 @@ func StartKroController(ctx context.Context, log io.Writer, opts KroControllerOp
 	kubeconfig := filepath.Join(opts.Dir, opts.Name+".kubeconfig")
 	if err := os.WriteFile(kubeconfig, opts.Kubeconfig, 0o600); err != nil {
 		return nil, err
+	}
+	for name, data := range opts.Files {
+		if err := os.WriteFile(filepath.Join(opts.Dir, name), data, 0o600); err != nil {
+			return nil, err
+		}
 	}
 	addrs, err := FreeLoopbackAddrs(2)
 	if err != nil {

@@ -123,6 +123,11 @@ func (k *kroControllers) start(ctx context.Context, log io.Writer, dir string, c
 	if err != nil {
 		return err
 	}
+	return k.add(cp.Name, p)
+}
+
+// add records a controller started under name; stopAll stops it, and so does stop(name).
+func (k *kroControllers) add(name string, p *testenv.Process) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.stopped { // stopped meanwhile
@@ -131,7 +136,7 @@ func (k *kroControllers) start(ctx context.Context, log io.Writer, dir string, c
 	if k.running == nil {
 		k.running = map[string]*testenv.Process{}
 	}
-	k.running[cp.Name] = p
+	k.running[name] = p
 	return nil
 }
 

@@ -1,0 +1,152 @@
+package controllers
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/chartparts"
+)
+
+// What kro's chart would have put on the ControlPlane besides the Deployment, when kro
+// runs on a workload cluster: its CRDs, created and upgraded with the chart (like
+// Helm's CreateReplace), its RBAC as the chart renders it for the version's values
+// (rbac.mode), bound to kro's own service account there. The provider takes them from
+// the very chart Flux installs: source-controller's artifact of the OCIRepository.
+//
+// The ControlPlane's cache holds none of these kinds, so the provider does not read them
+// back in every reconcile: it applies them (server-side apply, a no-op write when
+// nothing changed) when the chart or the values change, and again every
+// partsReapplyInterval to repair drift.
+
+// partsReapplyInterval is how often unchanged parts are applied again.
+const partsReapplyInterval = 10 * time.Minute
+
+// appliedParts remembers, per Kro, which parts were applied to its ControlPlane and when.
+type appliedParts struct {
+	mu   sync.Mutex
+	last map[types.NamespacedName]appliedPartsRecord
+}
+
+type appliedPartsRecord struct {
+	hash string
+	at   time.Time
+}
+
+// due tells whether parts of this hash must be applied for the Kro now.
+func (a *appliedParts) due(kro types.NamespacedName, hash string, now time.Time) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	rec, ok := a.last[kro]
+	return !ok || rec.hash != hash || now.Sub(rec.at) >= partsReapplyInterval
+}
+
+func (a *appliedParts) done(kro types.NamespacedName, hash string, now time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.last == nil {
+		a.last = map[types.NamespacedName]appliedPartsRecord{}
+	}
+	a.last[kro] = appliedPartsRecord{hash: hash, at: now}
+}
+
+func (a *appliedParts) forget(kro types.NamespacedName) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.last, kro)
+}
+
+// artifactClient fetches source-controller's artifacts.
+var artifactClient = &http.Client{Timeout: time.Minute}
+
+// reconcileControlPlaneParts applies kro's CRDs, RBAC and service account to the
+// ControlPlane of a Kro placed on a workload cluster, from the chart of its
+// OCIRepository, and keeps what the chart offers (s.parts) for the HelmRelease.
+func (r *KroReconciler) reconcileControlPlaneParts(ctx context.Context, s *scope) (result, error) {
+	if s.workload == nil {
+		return proceed, nil
+	}
+	artifact := s.repo.Status.Artifact
+	if artifact == nil || artifact.URL == "" || !strings.HasPrefix(artifact.Revision, s.version.ChartVersion+"@") {
+		s.obs.set(v1alpha1.ConditionWorkloadClusterReady, metav1.ConditionFalse, v1alpha1.ReasonReconciling,
+			fmt.Sprintf("waiting for source-controller to fetch chart %s:%s: kro's CRDs and RBAC for the ControlPlane come from it", chartURL(s.version), s.version.ChartVersion))
+		return waiting, nil
+	}
+	values, err := versionValues(s.version)
+	if err != nil {
+		return proceed, err
+	}
+	parts, err := r.charts.Get(ctx, artifactClient, artifact.URL, artifact.Digest, chartparts.Options{
+		ReleaseName: ReleaseName, Namespace: KroNamespace, Values: values, ServiceAccount: kroServiceAccount,
+	})
+	if err != nil {
+		return proceed, fmt.Errorf("reading kro's CRDs and RBAC from chart %s:%s: %w", chartURL(s.version), s.version.ChartVersion, err)
+	}
+	s.parts = parts
+	key := client.ObjectKeyFromObject(s.kro)
+	hash := partsHash(artifact.Digest, values)
+	now := time.Now()
+	if !r.applied.due(key, hash, now) {
+		return proceed, nil
+	}
+	if err := r.applyParts(ctx, s, parts); err != nil {
+		return proceed, err
+	}
+	r.applied.done(key, hash, now)
+	return proceed, nil
+}
+
+// applyParts writes kro's CRDs and RBAC onto the ControlPlane; kro's service account,
+// which the RBAC binds, comes with its credential (kro_credential.go).
+func (r *KroReconciler) applyParts(ctx context.Context, s *scope, parts *chartparts.Parts) error {
+	c := s.access.Client
+	for _, o := range parts.Objects() { // the Kro's own copy (chartparts.Cache.Get)
+		// The CRDs stay when the Kro goes, as Helm leaves a chart's CRDs: they carry
+		// none of the provider's labels, as they would not after a Helm install.
+		if _, crd := o.(*apiextensionsv1.CustomResourceDefinition); !crd {
+			labels := o.GetLabels()
+			if labels == nil {
+				labels = map[string]string{}
+			}
+			for k, v := range ownerLabels(s.kro, r.ProviderName, v1alpha1.RoleKroParts) {
+				labels[k] = v
+			}
+			o.SetLabels(labels)
+		}
+		o.SetManagedFields(nil)
+		o.SetResourceVersion("")
+		if err := apply(ctx, c, o); err != nil {
+			return fmt.Errorf("applying %s %s on the ControlPlane: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// versionValues are the version's Helm values as a map.
+func versionValues(v *v1alpha1.KroVersion) (map[string]any, error) {
+	values := map[string]any{}
+	if v.HelmValues != nil && len(v.HelmValues.Raw) > 0 {
+		if err := json.Unmarshal(v.HelmValues.Raw, &values); err != nil {
+			return nil, fmt.Errorf("version %s: helmValues: %w", v.Version, err)
+		}
+	}
+	return values, nil
+}
+
+func partsHash(digest string, values map[string]any) string {
+	data, _ := json.Marshal(values)
+	sum := sha256.Sum256(append([]byte(digest+"\n"), data...))
+	return hex.EncodeToString(sum[:16])
+}

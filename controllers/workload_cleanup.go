@@ -1,0 +1,101 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+)
+
+// What a deletion removes of the WorkloadCluster placement once Flux has uninstalled kro:
+// on the workload cluster the tenant's namespace (with the credential and the image pull
+// secret copies in it), on the ControlPlane kro's service account (its tokens stop
+// working with it) and kro's RBAC. kro's CRDs stay on the ControlPlane, as Helm leaves
+// the CRDs of a chart it uninstalls: they hold the tenants' ResourceGraphDefinitions'
+// kinds, and removing them is the tenant's decision.
+
+// removeWorkloadLeftovers removes what the provider made for kro on the workload cluster
+// and on the ControlPlane (access, when it works). It returns waiting while the workload
+// cluster is there but cannot be reached, so that nothing is left on it.
+func (r *KroReconciler) removeWorkloadLeftovers(ctx context.Context, s *scope, access *ControlPlaneAccess) (result, error) {
+	if s.kro.Status.Placement != v1alpha1.PlacementWorkloadCluster {
+		return proceed, nil
+	}
+	if access != nil {
+		if err := r.removeKroOnControlPlane(ctx, s, access); err != nil {
+			return proceed, err
+		}
+	}
+	w, err := r.ControlPlanes.WorkloadCluster(ctx, s.kro)
+	na, notAvailable := asNotAvailable(err)
+	switch {
+	case notAvailable && na.Connecting:
+		return undecided, nil
+	case notAvailable && (na.Missing || na.Gone):
+		return proceed, nil // nothing left to reach
+	case notAvailable:
+		s.obs.blocked(v1alpha1.ReasonUninstallStuck, fmt.Sprintf(
+			"kro is uninstalled, but its namespace on the workload cluster cannot be removed yet: %s; the deletion goes on when the workload cluster answers, or when its kubeconfig secret is removed", na.Message))
+		return waiting, nil
+	case err != nil:
+		return proceed, err
+	}
+	return proceed, r.removeWorkloadNamespace(ctx, s, w)
+}
+
+// removeWorkloadNamespace deletes the tenant's namespace on the workload cluster when
+// the provider made it for this Kro.
+func (r *KroReconciler) removeWorkloadNamespace(ctx context.Context, s *scope, w *WorkloadClusterAccess) error {
+	ns := &corev1.Namespace{}
+	if err := w.Cluster.GetAPIReader().Get(ctx, client.ObjectKey{Name: w.Namespace}, ns); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if !ns.DeletionTimestamp.IsZero() || !ownedAs(ns, &corev1.Namespace{ObjectMeta: newTenantNamespace(s.kro, r.ProviderName, w.Namespace).ObjectMeta}) {
+		return nil
+	}
+	err := w.Cluster.GetClient().Delete(ctx, ns, client.Preconditions{UID: &ns.UID})
+	if client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting namespace %s on the workload cluster: %w", w.Namespace, err)
+	}
+	return nil
+}
+
+// removeKroOnControlPlane deletes kro's service account (its tokens stop working first)
+// and the RBAC that the provider put on the ControlPlane for this Kro.
+func (r *KroReconciler) removeKroOnControlPlane(ctx context.Context, s *scope, access *ControlPlaneAccess) error {
+	for _, list := range []client.ObjectList{&corev1.ServiceAccountList{}, &rbacv1.ClusterRoleBindingList{}, &rbacv1.ClusterRoleList{}} {
+		role := v1alpha1.RoleKroParts
+		if _, sa := list.(*corev1.ServiceAccountList); sa {
+			role = v1alpha1.RoleKroCredential
+		}
+		if err := access.Reader.List(ctx, list, r.copyLabels(s.kro, role)); err != nil {
+			return fmt.Errorf("listing kro's RBAC on the ControlPlane: %w", err)
+		}
+		var objs []client.Object
+		switch l := list.(type) {
+		case *rbacv1.ClusterRoleBindingList:
+			for i := range l.Items {
+				objs = append(objs, &l.Items[i])
+			}
+		case *rbacv1.ClusterRoleList:
+			for i := range l.Items {
+				objs = append(objs, &l.Items[i])
+			}
+		case *corev1.ServiceAccountList:
+			for i := range l.Items {
+				objs = append(objs, &l.Items[i])
+			}
+		}
+		for _, o := range objs {
+			if err := access.Client.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("deleting %s on the ControlPlane: %w", o.GetName(), err)
+			}
+		}
+	}
+	r.applied.forget(client.ObjectKeyFromObject(s.kro))
+	return nil
+}

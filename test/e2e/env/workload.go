@@ -1,0 +1,107 @@
+package env
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers"
+	"github.com/openmcp-project/service-provider-kro/test/testenv"
+)
+
+// Workload clusters for the WorkloadCluster placement: a kwok cluster that tenants
+// share, its kubeconfig given to each tenant by a labelled secret (standalone), and
+// kro's controller run as a process with the credential the provider prepared for it
+// on that cluster, not with the ControlPlane's admin kubeconfig.
+
+// WorkloadSecretName names the labelled secret with a workload cluster's kubeconfig in a
+// tenant namespace.
+const WorkloadSecretName = "workload-cluster-kubeconfig"
+
+// AddWorkloadCluster starts a kwok cluster to run kro on. It is stopped with the rest of
+// the environment; its API server can be stopped and started like a ControlPlane's
+// (StopControlPlaneAPIServer), which is why it comes as a *ControlPlane, with no tenant
+// namespace: it is nobody's ControlPlane.
+func (e *Env) AddWorkloadCluster(ctx context.Context, name string) (*ControlPlane, error) {
+	if e.faults.te == nil {
+		return nil, errNotOnThisBackend
+	}
+	kc, err := e.faults.te.AddControlPlane(ctx, e.log, name)
+	if err != nil {
+		return nil, err
+	}
+	return &ControlPlane{Cluster: Cluster{Name: kc.Name, Config: kc.Config, Client: kc.Client, Kubeconfig: kc.Kubeconfig}}, nil
+}
+
+// WorkloadSecret is the secret that gives a ControlPlane's tenant the workload cluster wc.
+func (e *Env) WorkloadSecret(cp, wc *ControlPlane) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: cp.TenantNamespace,
+			Name:      WorkloadSecretName,
+			Labels:    map[string]string{v1alpha1.LabelWorkloadClusterKubeconfig: "true"},
+		},
+		Data: map[string][]byte{controllers.KubeconfigKey: wc.Kubeconfig},
+	}
+}
+
+// WorkloadNamespace is where kro runs for cp on a workload cluster.
+func WorkloadNamespace(cp *ControlPlane) (string, error) {
+	return controllers.WorkloadNamespace(client.ObjectKey{Namespace: cp.Namespace, Name: cp.Name})
+}
+
+// KroCredential reads the credential the provider wrote for cp's kro on wc: the
+// kubeconfig and the files it names.
+func KroCredential(ctx context.Context, cp, wc *ControlPlane) (kubeconfig []byte, files map[string][]byte, err error) {
+	ns, err := WorkloadNamespace(cp)
+	if err != nil {
+		return nil, nil, err
+	}
+	secret := &corev1.Secret{}
+	if err := wc.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.KroCredentialSecretName}, secret); err != nil {
+		return nil, nil, fmt.Errorf("reading kro's credential on workload cluster %s: %w", wc.Name, err)
+	}
+	files = map[string][]byte{}
+	for k, v := range secret.Data {
+		if k != controllers.KubeconfigKey {
+			files[k] = v
+		}
+	}
+	return secret.Data[controllers.KubeconfigKey], files, nil
+}
+
+// StartKroControllerOnWorkload runs kro's controller for cp as it runs on the workload
+// cluster wc: with the kubeconfig, token and CA the provider wrote into the tenant's
+// namespace there, once the provider has put kro's CRDs on cp. Its files are below
+// dir/kro/<name>-workload.
+func (e *Env) StartKroControllerOnWorkload(ctx context.Context, cp, wc *ControlPlane) error {
+	if e.Backend != BackendProcess {
+		return errNotOnThisBackend
+	}
+	if err := testenv.WaitForCRD(ctx, cp.Client, RGDCRD, time.Second); err != nil {
+		return fmt.Errorf("%s: %w", cp.Name, err)
+	}
+	kubeconfig, files, err := KroCredential(ctx, cp, wc)
+	if err != nil {
+		return err
+	}
+	name := cp.Name + "-workload"
+	p, err := testenv.StartKroController(ctx, e.log, testenv.KroControllerOptions{
+		Name: "kro-controller-" + name, Kubeconfig: kubeconfig, Files: files, Dir: filepath.Join(e.Dir, "kro", name),
+	})
+	if err != nil {
+		return err
+	}
+	return e.kros.add(name, p)
+}
+
+// StopKroControllerOnWorkload stops the controller StartKroControllerOnWorkload started.
+func (e *Env) StopKroControllerOnWorkload(cp *ControlPlane) error {
+	return e.kros.stop(cp.Name + "-workload")
+}
