@@ -245,10 +245,10 @@ func readyCondition(obs observation) metav1.Condition {
 
 // readyReasons are the reasons of a failing step that Ready repeats as they are.
 var readyReasons = map[string]bool{
-	v1alpha1.ReasonAccessDenied:        true,
-	v1alpha1.ReasonUpgradeInProgress:   true,
-	v1alpha1.ReasonOwnershipConflict:   true,
-	v1alpha1.ReasonPlacementChangeHeld: true,
+	v1alpha1.ReasonAccessDenied:      true,
+	v1alpha1.ReasonUpgradeInProgress: true,
+	v1alpha1.ReasonOwnershipConflict: true,
+	v1alpha1.ReasonMovingPlacement:   true,
 }
 
 // errorReasons are the reasons of a step that failed on bad input or an error; Ready
@@ -273,8 +273,7 @@ var errorReasons = map[string]bool{
 
 // isWarning tells whether a step's condition with this reason makes its event a Warning.
 func isWarning(reason string) bool {
-	return errorReasons[reason] || reason == v1alpha1.ReasonAccessDenied || reason == v1alpha1.ReasonOwnershipConflict ||
-		reason == v1alpha1.ReasonPlacementChangeHeld
+	return errorReasons[reason] || reason == v1alpha1.ReasonAccessDenied || reason == v1alpha1.ReasonOwnershipConflict
 }
 
 // kroEvent is a Kubernetes event to emit on the Kro.

@@ -6,9 +6,7 @@ import (
 	"sort"
 	"time"
 
-	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -246,48 +244,4 @@ func (r *KroReconciler) reconcileKroCredential(ctx context.Context, s *scope) (r
 	}
 	s.requeue(wait)
 	return proceed, nil
-}
-
-// releasePlacement is where a HelmRelease of the provider installs kro: kro-system on
-// the ControlPlane as release "kro", or a tenant's namespace on a workload cluster.
-func releasePlacement(hr *helmv2.HelmRelease) v1alpha1.Placement {
-	if hr.Spec.ReleaseName == ReleaseName && hr.Spec.TargetNamespace == KroNamespace {
-		return v1alpha1.PlacementControlPlane
-	}
-	return v1alpha1.PlacementWorkloadCluster
-}
-
-// holdPlacementChange keeps kro where it is installed when the version now places it
-// elsewhere: re-targeting the HelmRelease would have Flux install a second kro on the
-// other side without uninstalling the first, and two kros would reconcile the
-// ControlPlane at once. Moving a running kro between placements is not done by this
-// release of the provider; the condition says what to do.
-func (r *KroReconciler) holdPlacementChange(ctx context.Context, s *scope) (result, error) {
-	hr := &helmv2.HelmRelease{}
-	switch err := r.Platform.Get(ctx, client.ObjectKey{Namespace: s.tenantNamespace, Name: fluxObjectName(r.ProviderName)}, hr); {
-	case apierrors.IsNotFound(err):
-		return proceed, nil
-	case err != nil:
-		return proceed, fmt.Errorf("reading HelmRelease %s/%s: %w", s.tenantNamespace, fluxObjectName(r.ProviderName), err)
-	case !r.madeFor(s.kro, hr):
-		return proceed, nil // reported as a conflict by the HelmRelease step
-	}
-	installed, wanted := releasePlacement(hr), v1alpha1.PlacementOf(s.version)
-	if installed == wanted {
-		return proceed, nil
-	}
-	s.obs.placement = installed
-	s.obs.set(v1alpha1.ConditionHelmReleaseReady, metav1.ConditionFalse, v1alpha1.ReasonPlacementChangeHeld, fmt.Sprintf(
-		"version %s now places kro on %s, but kro runs on %s (HelmRelease %s/%s); this release of the provider does not move a running kro, since two kros must never reconcile one ControlPlane at once: kro stays on %s and nothing else changes. "+
-			"Put the placement of version %s back, or, if the Kro's spec.version was switched, choose a version placed on %s",
-		s.version.Version, placementWhere(wanted), placementWhere(installed), hr.Namespace, hr.Name, placementWhere(installed), s.version.Version, placementWhere(installed)))
-	return waiting, nil
-}
-
-// placementWhere names a placement's cluster for messages.
-func placementWhere(p v1alpha1.Placement) string {
-	if p == v1alpha1.PlacementWorkloadCluster {
-		return "a workload cluster"
-	}
-	return "the ControlPlane"
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -30,6 +31,14 @@ func (r *KroReconciler) removeWorkloadLeftovers(ctx context.Context, s *scope, a
 			return proceed, err
 		}
 	}
+	return r.removeWorkloadNamespaceIfReachable(ctx, s)
+}
+
+// removeWorkloadNamespaceIfReachable removes the tenant's namespace on the workload
+// cluster. It waits (undecided) while the connection is made, and (waiting, with the
+// reason in DeletionBlocked) while the workload cluster does not answer; without a
+// kubeconfig for it there is nothing to reach.
+func (r *KroReconciler) removeWorkloadNamespaceIfReachable(ctx context.Context, s *scope) (result, error) {
 	w, err := r.ControlPlanes.WorkloadCluster(ctx, s.kro)
 	na, notAvailable := asNotAvailable(err)
 	switch {
@@ -38,8 +47,12 @@ func (r *KroReconciler) removeWorkloadLeftovers(ctx context.Context, s *scope, a
 	case notAvailable && (na.Missing || na.Gone):
 		return proceed, nil // nothing left to reach
 	case notAvailable:
-		s.obs.blocked(v1alpha1.ReasonUninstallStuck, fmt.Sprintf(
-			"kro is uninstalled, but its namespace on the workload cluster cannot be removed yet: %s; the deletion goes on when the workload cluster answers, or when its kubeconfig secret is removed", na.Message))
+		msg := fmt.Sprintf("kro is uninstalled from the workload cluster, but its namespace there cannot be removed yet: %s; this goes on when the workload cluster answers, or when its kubeconfig secret is removed", na.Message)
+		if s.obs.deleting {
+			s.obs.blocked(v1alpha1.ReasonUninstallStuck, msg)
+		} else {
+			s.obs.set(v1alpha1.ConditionHelmReleaseReady, metav1.ConditionFalse, v1alpha1.ReasonMovingPlacement, "moving kro to the ControlPlane: "+msg)
+		}
 		return waiting, nil
 	case err != nil:
 		return proceed, err

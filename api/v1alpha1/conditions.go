@@ -98,9 +98,10 @@ const (
 	ReasonWorkloadClusterMissing = "WorkloadClusterMissing"
 	// ReasonWorkloadClusterUnreachable: the workload cluster does not answer.
 	ReasonWorkloadClusterUnreachable = "WorkloadClusterUnreachable"
-	// ReasonPlacementChangeHeld: the version now places kro elsewhere than where it runs;
-	// kro stays where it is (HelmReleaseReady).
-	ReasonPlacementChangeHeld = "PlacementChangeHeld"
+	// ReasonMovingPlacement: the version places kro elsewhere than where it runs, and kro
+	// is being moved: uninstalled from the old side before it is installed on the new
+	// (HelmReleaseReady; a Normal event when the move begins).
+	ReasonMovingPlacement = "MovingPlacement"
 	// ReasonAccessDenied: openmcp denied the provider's AccessRequest for the ControlPlane.
 	// During a deletion a denied request counts as access gone.
 	ReasonAccessDenied = "AccessDenied"

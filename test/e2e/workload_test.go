@@ -19,7 +19,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
@@ -194,6 +197,101 @@ var _ = Describe("kro on a workload cluster", Ordered, Label("workload"), func()
 				})
 			}
 		})
+	})
+
+	It("moves a tenant to its ControlPlane and back under maxUnavailable 1, its RGD and instance keeping their UIDs", func() {
+		cp := cps[1] // wl-b, alone on its version
+		rgd, inst := rgdFor(cp), instanceOf(cp)
+		Expect(cp.Client.Get(suiteCtx, client.ObjectKeyFromObject(rgd), rgd)).To(Succeed())
+		Expect(cp.Client.Get(suiteCtx, client.ObjectKeyFromObject(inst), inst)).To(Succeed())
+		uids := []types.UID{rgd.GetUID(), inst.GetUID()}
+		keptUIDs := func() {
+			GinkgoHelper()
+			now := []types.UID{}
+			for _, o := range []*unstructured.Unstructured{rgdFor(cp), instanceOf(cp)} {
+				Expect(cp.Client.Get(suiteCtx, client.ObjectKeyFromObject(o), o)).To(Succeed())
+				now = append(now, o.GetUID())
+			}
+			Expect(now).To(Equal(uids), "the RGD and the instance are the same objects")
+		}
+		// Two kros never run for the ControlPlane at once: kro's Deployment exists (not being
+		// deleted) on at most one side whenever it is looked at.
+		oneKro := func(g Gomega) (onCP, onWorkload bool) {
+			var deps appsv1.DeploymentList
+			g.Expect(client.IgnoreNotFound(cp.Client.List(suiteCtx, &deps, client.InNamespace(controllers.KroNamespace)))).To(Succeed())
+			onCP = len(deps.Items) > 0 && deps.Items[0].DeletionTimestamp.IsZero()
+			g.Expect(client.IgnoreNotFound(wc.Client.List(suiteCtx, &deps, client.InNamespace(workloadNS(cp))))).To(Succeed())
+			onWorkload = len(deps.Items) > 0 && deps.Items[0].DeletionTimestamp.IsZero()
+			Expect(onCP && onWorkload).To(BeFalse(), "kro's Deployment on both sides at once")
+			return onCP, onWorkload
+		}
+		move := func(to v1alpha1.Placement, what string) {
+			GinkgoHelper()
+			updateProviderConfig(se, func(pc *v1alpha1.ProviderConfig) {
+				pc.Spec.Rollout = &v1alpha1.RolloutPolicy{MaxUnavailable: ptr.To(intstr.FromInt32(1)), HealthTimeout: &metav1.Duration{Duration: 4 * time.Minute}}
+				for i := range pc.Spec.Versions {
+					if pc.Spec.Versions[i].Version == workloadVersion {
+						pc.Spec.Versions[i].Placement = to
+					}
+				}
+			})
+			stopped := false
+			measure("workload: "+what, func() {
+				eventually(6*time.Minute, func(g Gomega) {
+					onCP, onWorkload := oneKro(g)
+					// kro's controller runs here as a process: it stops with the release it
+					// stands for, and starts with the new one.
+					if !stopped && ((to == v1alpha1.PlacementControlPlane && !onWorkload) || (to == v1alpha1.PlacementWorkloadCluster && !onCP)) {
+						stopped = true
+						if to == v1alpha1.PlacementControlPlane {
+							Expect(se.StopKroControllerOnWorkload(cp)).To(Succeed())
+						} else {
+							Expect(se.StopKroController(cp)).To(Succeed())
+						}
+					}
+					kro := getKroIn(g, se, cp)
+					g.Expect(kro.Status.Placement).To(Equal(to), describeKro(kro))
+					g.Expect(kro.Status.Phase).To(Equal(v1alpha1.PhaseReady), describeKro(kro))
+					g.Expect(stopped).To(BeTrue(), "kro left the old side")
+				})
+			})
+			keptUIDs()
+			if to == v1alpha1.PlacementControlPlane {
+				Expect(se.StartKroController(suiteCtx, cp)).To(Succeed())
+			} else {
+				Expect(se.StartKroControllerOnWorkload(suiteCtx, cp, wc)).To(Succeed())
+			}
+			eventually(3*time.Minute, func(g Gomega) {
+				pc := &v1alpha1.ProviderConfig{}
+				g.Expect(se.Platform.Client.Get(suiteCtx, client.ObjectKey{Name: se.ProviderName}, pc)).To(Succeed())
+				for _, vs := range pc.Status.Versions {
+					if vs.Version == workloadVersion {
+						g.Expect(vs.Rollout).To(Equal(v1alpha1.RolloutComplete), "%+v", vs)
+						g.Expect(vs.Failed).To(BeEmpty())
+					}
+				}
+				inst := instanceOf(cp)
+				g.Expect(cp.Client.Get(suiteCtx, client.ObjectKeyFromObject(inst), inst)).To(Succeed())
+				g.Expect(instanceReady(inst)).To(BeTrue(), "instance %s: %v", inst.GetName(), inst.Object["status"])
+			})
+		}
+		move(v1alpha1.PlacementControlPlane, "moved to the ControlPlane")
+		By("nothing of the tenant is left on the workload cluster")
+		eventually(time.Minute, func(g Gomega) {
+			ns := &corev1.Namespace{}
+			err := wc.Client.Get(suiteCtx, client.ObjectKey{Name: workloadNS(cp)}, ns)
+			g.Expect(apierrors.IsNotFound(err) || !ns.DeletionTimestamp.IsZero()).To(BeTrue(), "namespace %s: %v", workloadNS(cp), err)
+		})
+		Expect(apierrors.IsNotFound(cp.Client.Get(suiteCtx, client.ObjectKey{Namespace: controllers.KroNamespace, Name: controllers.KroServiceAccountName}, &corev1.ServiceAccount{}))).To(BeFalse(),
+			"the chart's own ServiceAccount kro runs as on the ControlPlane")
+		By("the other tenant stayed on the workload cluster throughout")
+		Expect(getKroIn(Default, se, cps[0]).Status.Placement).To(Equal(v1alpha1.PlacementWorkloadCluster))
+		eventually(2*time.Minute, func(g Gomega) {
+			ns := &corev1.Namespace{}
+			err := wc.Client.Get(suiteCtx, client.ObjectKey{Name: workloadNS(cp)}, ns)
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the namespace is gone before kro comes back to it: %v", err)
+		})
+		move(v1alpha1.PlacementWorkloadCluster, "moved back to the workload cluster")
 	})
 
 	It("guards the deletion, then leaves nothing on any cluster", func() {

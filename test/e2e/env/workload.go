@@ -105,3 +105,8 @@ func (e *Env) StartKroControllerOnWorkload(ctx context.Context, cp, wc *ControlP
 func (e *Env) StopKroControllerOnWorkload(cp *ControlPlane) error {
 	return e.kros.stop(cp.Name + "-workload")
 }
+
+// StopKroController stops the controller StartKroController started for cp, if any.
+func (e *Env) StopKroController(cp *ControlPlane) error {
+	return e.kros.stop(cp.Name)
+}
