@@ -54,17 +54,6 @@ var _ = Describe("kro on a workload cluster", Ordered, Label("workload"), func()
 		Expect(err).NotTo(HaveOccurred())
 		return ns
 	}
-	instanceOf := func(cp *env.ControlPlane) *unstructured.Unstructured {
-		rgd := rgdFor(cp)
-		kind, _, _ := unstructured.NestedString(rgd.Object, "spec", "schema", "kind")
-		u := &unstructured.Unstructured{}
-		u.SetAPIVersion("kro.run/v1alpha1")
-		u.SetKind(kind)
-		u.SetNamespace(metav1.NamespaceDefault)
-		u.SetName("app-" + cp.Name)
-		_ = unstructured.SetNestedField(u.Object, "app-"+cp.Name, "spec", "name")
-		return u
-	}
 
 	BeforeAll(func() {
 		se = startRolloutEnv("workload", "workload", refs)
@@ -294,6 +283,11 @@ var _ = Describe("kro on a workload cluster", Ordered, Label("workload"), func()
 		move(v1alpha1.PlacementWorkloadCluster, "moved back to the workload cluster")
 	})
 
+	workloadFaultSpecs(workloadKit{
+		env: func() *env.Env { return se }, cps: func() []*env.ControlPlane { return cps },
+		wc: func() *env.ControlPlane { return wc }, workloadNS: workloadNS,
+	})
+
 	It("guards the deletion, then leaves nothing on any cluster", func() {
 		for _, cp := range cps {
 			Expect(se.Onboarding.Client.Delete(suiteCtx, kroOf(cp))).To(Succeed())
@@ -373,4 +367,22 @@ func writeFiles(dir string, sets ...map[string][]byte) error {
 		}
 	}
 	return nil
+}
+
+// instanceOf is the instance of cp's RGD (rgdFor) the workload specs create.
+func instanceOf(cp *env.ControlPlane) *unstructured.Unstructured {
+	return instanceOfName(cp, "app-"+cp.Name)
+}
+
+// instanceOfName is an instance of cp's RGD of that name, in namespace default; kro makes
+// a ConfigMap of the same name for it.
+func instanceOfName(cp *env.ControlPlane, name string) *unstructured.Unstructured {
+	kind, _, _ := unstructured.NestedString(rgdFor(cp).Object, "spec", "schema", "kind")
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("kro.run/v1alpha1")
+	u.SetKind(kind)
+	u.SetNamespace(metav1.NamespaceDefault)
+	u.SetName(name)
+	_ = unstructured.SetNestedField(u.Object, name, "spec", "name")
+	return u
 }
