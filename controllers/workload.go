@@ -238,7 +238,7 @@ func (r *KroReconciler) reconcileKroCredential(ctx context.Context, s *scope) (r
 		return proceed, fmt.Errorf("preparing kro's credential for the ControlPlane: %w", err)
 	}
 	if rotated {
-		r.Recorder.Eventf(s.kro, nil, corev1.EventTypeNormal, "CredentialRotated", "Rotate",
+		r.Recorder.Eventf(s.kro, nil, corev1.EventTypeNormal, v1alpha1.ReasonCredentialRotated, "Rotate",
 			"kro's credential for the ControlPlane (service account %s) was issued in secret %s/%s on the workload cluster",
 			kroServiceAccount, s.workload.Namespace, KroCredentialSecretName)
 	}

@@ -98,6 +98,9 @@ const (
 	ReasonWorkloadClusterMissing = "WorkloadClusterMissing"
 	// ReasonWorkloadClusterUnreachable: the workload cluster does not answer.
 	ReasonWorkloadClusterUnreachable = "WorkloadClusterUnreachable"
+	// ReasonCredentialRotated: the Normal event when the provider issued kro's credential
+	// for the ControlPlane (WorkloadCluster placement), the first time or renewed.
+	ReasonCredentialRotated = "CredentialRotated"
 	// ReasonMovingPlacement: the version places kro elsewhere than where it runs, and kro
 	// is being moved: uninstalled from the old side before it is installed on the new
 	// (HelmReleaseReady; a Normal event when the move begins).
