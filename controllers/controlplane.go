@@ -286,18 +286,13 @@ func (c *engagedControlPlanes) kubeconfig(ctx context.Context, kro *v1alpha1.Kro
 	if c.mode == AccessOpenMCP {
 		return c.openmcpKubeconfig(ctx, kro)
 	}
-	list := &corev1.SecretList{}
-	if err := c.kubeconfigs.List(ctx, list, client.InNamespace(tenantNamespace)); err != nil {
-		return "", nil, fmt.Errorf("listing kubeconfig secrets in %s: %w", tenantNamespace, err)
+	secret, err := firstSecret(ctx, c.kubeconfigs, tenantNamespace)
+	if err != nil || secret != nil {
+		return secretKubeconfig(secret, err, "the ControlPlane's")
 	}
-	if len(list.Items) == 0 {
-		return "", nil, &NotAvailableError{Missing: true, Reason: v1alpha1.ReasonControlPlaneAccessMissing, Message: fmt.Sprintf(
-			"waiting for the ControlPlane's kubeconfig: a Secret in namespace %s on the platform cluster labelled %s=true with the key %q",
-			tenantNamespace, v1alpha1.LabelControlPlaneKubeconfig, KubeconfigKey)}
-	}
-	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
-	secret := &list.Items[0]
-	return secretKubeconfig(secret)
+	return "", nil, &NotAvailableError{Missing: true, Reason: v1alpha1.ReasonControlPlaneAccessMissing, Message: fmt.Sprintf(
+		"waiting for the ControlPlane's kubeconfig: a Secret in namespace %s on the platform cluster labelled %s=true with the key %q",
+		tenantNamespace, v1alpha1.LabelControlPlaneKubeconfig, KubeconfigKey)}
 }
 
 // openmcpKubeconfig keeps the ControlPlane's AccessRequest in place and reads the secret
@@ -342,7 +337,7 @@ func (c *engagedControlPlanes) openmcpKubeconfig(ctx context.Context, kro *v1alp
 		}
 		return "", nil, fmt.Errorf("reading access secret %s/%s: %w", ar.Namespace, name, err)
 	}
-	return secretKubeconfig(secret)
+	return secretKubeconfig(secret, nil, "the ControlPlane's")
 }
 
 // controlPlaneGone reads the ControlPlane's ClusterRequest, which the AccessRequest
@@ -387,10 +382,28 @@ func errOrNil(na *NotAvailableError) error {
 	return na
 }
 
-func secretKubeconfig(secret *corev1.Secret) (string, []byte, error) {
+// secretKubeconfig is the kubeconfig in a secret found by firstSecret (or its error);
+// whose names the cluster for the message of a secret without one ("the ControlPlane's").
+func secretKubeconfig(secret *corev1.Secret, err error, whose string) (string, []byte, error) {
+	if err != nil {
+		return "", nil, err
+	}
 	data := secret.Data[KubeconfigKey]
 	if len(data) == 0 {
-		return secret.Name, nil, &NotAvailableError{Message: fmt.Sprintf("the ControlPlane's kubeconfig secret %s/%s has no key %q", secret.Namespace, secret.Name, KubeconfigKey)}
+		return secret.Name, nil, &NotAvailableError{Message: fmt.Sprintf("%s kubeconfig secret %s/%s has no key %q", whose, secret.Namespace, secret.Name, KubeconfigKey)}
 	}
 	return secret.Name, data, nil
+}
+
+// firstSecret is the first by name of the secrets a cache holds in namespace, or nil.
+func firstSecret(ctx context.Context, c cache.Cache, namespace string) (*corev1.Secret, error) {
+	list := &corev1.SecretList{}
+	if err := c.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		return nil, fmt.Errorf("listing kubeconfig secrets in %s: %w", namespace, err)
+	}
+	if len(list.Items) == 0 {
+		return nil, nil
+	}
+	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
+	return &list.Items[0], nil
 }

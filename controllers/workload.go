@@ -3,7 +3,6 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"sort"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -143,23 +142,13 @@ func (c *engagedControlPlanes) workloadKubeconfig(ctx context.Context, tenantNam
 		return "", nil, &NotAvailableError{Reason: v1alpha1.ReasonWorkloadClusterMissing, Message: "the WorkloadCluster placement is not available under openmcp in this release of the provider: " +
 			"place the version on the ControlPlane (placement: ControlPlane) or run the provider standalone"}
 	}
-	list := &corev1.SecretList{}
-	if err := c.workloadKubeconfigs.List(ctx, list, client.InNamespace(tenantNamespace)); err != nil {
-		return "", nil, fmt.Errorf("listing workload cluster kubeconfig secrets in %s: %w", tenantNamespace, err)
+	secret, err := firstSecret(ctx, c.workloadKubeconfigs, tenantNamespace)
+	if err != nil || secret != nil {
+		return secretKubeconfig(secret, err, "the workload cluster's")
 	}
-	if len(list.Items) == 0 {
-		return "", nil, &NotAvailableError{Missing: true, Reason: v1alpha1.ReasonWorkloadClusterMissing, Message: fmt.Sprintf(
-			"the version is placed on a workload cluster, but there is none for this ControlPlane: create a Secret in namespace %s on the platform cluster labelled %s=true with the workload cluster's kubeconfig under the key %q",
-			tenantNamespace, v1alpha1.LabelWorkloadClusterKubeconfig, KubeconfigKey)}
-	}
-	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
-	secret := &list.Items[0]
-	data := secret.Data[KubeconfigKey]
-	if len(data) == 0 {
-		return secret.Name, nil, &NotAvailableError{Reason: v1alpha1.ReasonKubeconfigInvalid, Message: fmt.Sprintf(
-			"the workload cluster's kubeconfig secret %s/%s has no key %q", secret.Namespace, secret.Name, KubeconfigKey)}
-	}
-	return secret.Name, data, nil
+	return "", nil, &NotAvailableError{Missing: true, Reason: v1alpha1.ReasonWorkloadClusterMissing, Message: fmt.Sprintf(
+		"the version is placed on a workload cluster, but there is none for this ControlPlane: create a Secret in namespace %s on the platform cluster labelled %s=true with the workload cluster's kubeconfig under the key %q",
+		tenantNamespace, v1alpha1.LabelWorkloadClusterKubeconfig, KubeconfigKey)}
 }
 
 // engaged engages a cluster with a kubeconfig and returns it once its cache is live, or

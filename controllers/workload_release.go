@@ -114,29 +114,12 @@ func workloadValues(values *apiextensionsv1.JSON, chartHasExtras bool) (*apiexte
 
 // set puts value at path, creating the maps on the way; a non-map on the way is replaced.
 func set(m map[string]any, value any, path ...string) {
-	for _, k := range path[:len(path)-1] {
-		next, ok := m[k].(map[string]any)
-		if !ok {
-			next = map[string]any{}
-			m[k] = next
-		}
-		m = next
-	}
-	m[path[len(path)-1]] = value
+	mapAt(m, path[:len(path)-1]...)[path[len(path)-1]] = value
 }
 
 // appendTo appends item to the list at path, replacing an earlier item of the same name.
 func appendTo(m map[string]any, item map[string]any, path ...string) {
-	parent := m
-	for _, k := range path[:len(path)-1] {
-		next, ok := parent[k].(map[string]any)
-		if !ok {
-			next = map[string]any{}
-			parent[k] = next
-		}
-		parent = next
-	}
-	key := path[len(path)-1]
+	parent, key := mapAt(m, path[:len(path)-1]...), path[len(path)-1]
 	list, _ := parent[key].([]any)
 	out := make([]any, 0, len(list)+1)
 	for _, e := range list {
@@ -146,4 +129,18 @@ func appendTo(m map[string]any, item map[string]any, path ...string) {
 		out = append(out, e)
 	}
 	parent[key] = append(out, item)
+}
+
+// mapAt is the map at path below m, created on the way where missing (a non-map on the
+// way is replaced).
+func mapAt(m map[string]any, path ...string) map[string]any {
+	for _, k := range path {
+		next, ok := m[k].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			m[k] = next
+		}
+		m = next
+	}
+	return m
 }
