@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	fluxmeta "github.com/fluxcd/pkg/apis/meta"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -122,6 +123,19 @@ type harness struct {
 	helmUpgrade time.Duration
 	upgrades    map[string]upgradeState
 	upgraded    int
+
+	// placement is the placement of versionShared (placement mode; "" is the ControlPlane).
+	placement v1alpha1.Placement
+	// withWorkload starts workload, one API server that plays the workload cluster every
+	// tenant shares (placement mode).
+	withWorkload bool
+	workload     *testenv.Cluster
+	// hrKubeconfig is the secret a HelmRelease applied as expected names in
+	// spec.kubeConfig: the ControlPlane's access secret, or the workload cluster's.
+	hrKubeconfig string
+	// artifact, when set, is what the harness as source-controller records in each
+	// OCIRepository's status.artifact (placement mode: kro's chart served over HTTP).
+	artifact *fluxmeta.Artifact
 }
 
 func (h *harness) logf(format string, args ...any) {
@@ -173,7 +187,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 func newHarness(cfg Config) *harness {
 	return &harness{
 		cfg: cfg, tr: newTracker(), fluxQueue: make(chan client.Object, 100000), fluxQueued: map[string]bool{},
-		chartURL: defaultChartURL, upgrades: map[string]upgradeState{},
+		chartURL: defaultChartURL, upgrades: map[string]upgradeState{}, hrKubeconfig: accessSecret,
 		pullSecretData: func(nonce string) map[string][]byte {
 			return map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"registry.example.com":{"auth":"` + nonce + `"}}}`)}
 		},
@@ -188,7 +202,7 @@ func (h *harness) stop() {
 		_ = h.e2e.Stop()
 		return
 	}
-	all := append([]*testenv.Cluster{h.onboarding, h.platform}, h.shared...)
+	all := append([]*testenv.Cluster{h.onboarding, h.platform, h.workload}, h.shared...)
 	testenv.StopClusters(append(all, h.dedicated...)...)
 }
 
@@ -226,6 +240,9 @@ func (h *harness) setupEnv(ctx context.Context) error {
 	for i := range h.cfg.Dedicated {
 		opts = append(opts, testenv.ClusterOptions{Name: fmt.Sprintf("dedicated-%d", i+1), CRDDirs: []string{kroCRDs}})
 	}
+	if h.withWorkload {
+		opts = append(opts, testenv.ClusterOptions{Name: "workload"})
+	}
 	h.logf("starting %d API servers", len(opts))
 	cs, err := testenv.StartClusters(ctx, opts...)
 	if err != nil {
@@ -233,7 +250,10 @@ func (h *harness) setupEnv(ctx context.Context) error {
 	}
 	h.onboarding, h.platform = cs[0], cs[1]
 	h.shared = cs[2 : 2+h.cfg.SharedAPIServers]
-	h.dedicated = cs[2+h.cfg.SharedAPIServers:]
+	h.dedicated = cs[2+h.cfg.SharedAPIServers : 2+h.cfg.SharedAPIServers+h.cfg.Dedicated]
+	if h.withWorkload {
+		h.workload = cs[len(cs)-1]
+	}
 	for _, d := range h.dedicated {
 		h.dedConfigs = append(h.dedConfigs, d.Config)
 	}
@@ -242,7 +262,7 @@ func (h *harness) setupEnv(ctx context.Context) error {
 	}
 	if err := h.prepareClusters(ctx, []v1alpha1.KroVersion{
 		// Shared API servers: no image pull secrets, whose copies would be one object.
-		{Version: versionShared, ChartVersion: chartVersion, ChartPullSecret: chartSecret},
+		{Version: versionShared, ChartVersion: chartVersion, ChartPullSecret: chartSecret, Placement: h.placement},
 		{Version: versionDedicated, ChartVersion: chartVersion, ChartPullSecret: chartSecret, HelmValues: imagePullSecretValues()},
 	}); err != nil {
 		return err

@@ -94,6 +94,13 @@ func (h *harness) setFluxCondition(ctx context.Context, obj client.Object, statu
 			cond.Message = "stored artifact for digest 'sha256:bench'"
 			o.Status.ObservedGeneration = o.Generation
 			meta.SetStatusCondition(&o.Status.Conditions, cond)
+			if h.artifact != nil && status == metav1.ConditionTrue {
+				a := h.artifact.DeepCopy()
+				a.LastUpdateTime = metav1.Now()
+				o.Status.Artifact = a
+				cond.Message = "stored artifact for digest '" + a.Digest + "'"
+				meta.SetStatusCondition(&o.Status.Conditions, cond)
+			}
 			kind = "oci"
 		case *helmv2.HelmRelease:
 			cond.Message = "Helm install succeeded for release kro-system/kro.v1 with chart kro@" + chartVersion

@@ -289,6 +289,9 @@ func Markdown(r *Results, latencySVG, memorySVG string) string {
 	if r.Handover != nil {
 		handoverMarkdown(p, r.Handover)
 	}
+	if r.Placement != nil {
+		placementMarkdown(p, r.Placement)
+	}
 	p("")
 	p("## Method")
 	p("")

@@ -55,6 +55,10 @@ type Results struct {
 	// installations, when there was one.
 	Handover *HandoverResults `json:"handover,omitempty"`
 
+	// Placement is the run of the same Kros in each placement, kro on the ControlPlane or
+	// on a shared workload cluster, when there was one.
+	Placement *PlacementResults `json:"placement,omitempty"`
+
 	Targets []Target `json:"targets"`
 }
 

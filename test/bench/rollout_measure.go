@@ -57,6 +57,9 @@ func (h *harness) rolloutCounts() (providerCounts, error) {
 	for _, c := range h.shared {
 		roles[hostOf(c.Config.Host)] = "controlplane"
 	}
+	if h.workload != nil {
+		roles[hostOf(h.workload.Config.Host)] = "workload"
+	}
 	return providerCounts{
 		requests: SumBy(s, "rest_client_requests_total", func(l map[string]string) (string, bool) {
 			role, ok := roles[l["host"]]

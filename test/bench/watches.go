@@ -148,7 +148,7 @@ func (h *harness) ociEvent(o any, at time.Time) {
 func (h *harness) helmReleaseEvent(o any, at time.Time) {
 	r := o.(*helmv2.HelmRelease)
 	if r.Spec.ChartRef != nil && r.Spec.ChartRef.Kind == sourcev1.OCIRepositoryKind && r.Spec.KubeConfig != nil &&
-		r.Spec.KubeConfig.SecretRef != nil && r.Spec.KubeConfig.SecretRef.Name == accessSecret {
+		r.Spec.KubeConfig.SecretRef != nil && r.Spec.KubeConfig.SecretRef.Name == h.hrKubeconfig {
 		h.tr.mark("applied-hr|"+r.Namespace, at)
 		h.tr.added("applied-hr|"+r.Namespace, at)
 	}

@@ -6,6 +6,7 @@
 //	go run ./test/bench/cmd/bench -modes sharded  # sharded replicas only; keeps the other results
 //	go run ./test/bench/cmd/bench -modes rollout  # a ProviderConfig change rolled out; keeps the other results
 //	go run ./test/bench/cmd/bench -modes handover # the earlier provider's installations taken over; keeps the other results
+//	go run ./test/bench/cmd/bench -modes placement # the same Kros on their ControlPlanes and on a shared workload cluster; keeps the other results
 //	go run ./test/bench/cmd/bench -steps 3 ...    # a tiny run (go tool task bench-smoke)
 package main
 
@@ -54,6 +55,7 @@ func run() error {
 		unShare string
 		hc      bench.HandoverConfig
 		hoKros  string
+		pc      bench.PlacementConfig
 	)
 	flag.StringVar(&steps, "steps", "10,50,100", "numbers N of ControlPlanes (on shared API servers) after each burst, ascending")
 	flag.IntVar(&cfg.SharedAPIServers, "shared-apiservers", 2, "API servers that serve the N ControlPlanes, each ControlPlane with its own credentials")
@@ -62,7 +64,7 @@ func run() error {
 	flag.IntVar(&cfg.Concurrency, "concurrency", 20, "creates the harness has in flight")
 	flag.IntVar(&cfg.Repeats, "repeats", 5, "repeats of the secret and RGD measurements")
 	flag.DurationVar(&cfg.IdleWindow, "idle", time.Minute, "how long the steady state is watched")
-	flag.StringVar(&modes, "modes", "provider,flux,sharded,rollout,handover", "provider: the harness plays Flux by setting the Flux objects' status, at large N; flux: real source- and helm-controller install kro's real chart on kwok ControlPlanes, at small N; sharded: several replicas with --sharding in provider mode (killed, stopped, cut off); rollout: a version's helmValues changed without and with spec.rollout in provider mode; handover: the provider started on Kros the earlier provider (v1.3.0) installed, in provider mode. A mode left out keeps its results from -out-json")
+	flag.StringVar(&modes, "modes", "provider,flux,sharded,rollout,handover", "provider: the harness plays Flux by setting the Flux objects' status, at large N; flux: real source- and helm-controller install kro's real chart on kwok ControlPlanes, at small N; sharded: several replicas with --sharding in provider mode (killed, stopped, cut off); rollout: a version's helmValues changed without and with spec.rollout in provider mode; handover: the provider started on Kros the earlier provider (v1.3.0) installed, in provider mode; placement: the same Kros placed on their ControlPlanes and on one shared workload cluster, in provider mode with kro's chart served as source-controller's artifact (not in the default set: -modes placement). A mode left out keeps its results from -out-json")
 	flag.IntVar(&sc.Replicas, "sharded-replicas", 3, "sharded mode: replicas with --sharding (0 skips the sharded mode)")
 	flag.IntVar(&sc.Kros, "sharded-kros", 300, "sharded mode: Kros, each on a ControlPlane of its own on the shared API servers")
 	flag.DurationVar(&sc.LeaseDuration, "sharded-lease", 15*time.Second, "sharded mode: --shard-lease-duration")
@@ -75,6 +77,7 @@ func run() error {
 	flag.StringVar(&unShare, "rollout-unavailable-share", "5%", "rollout mode: the share of the -rollout-unavailable-kros that are unavailable before the change and stay so, a percentage or a fraction")
 	flag.DurationVar(&rc.HelmUpgrade, "rollout-helm-upgrade", 2*time.Second, "rollout mode: how long the harness, playing helm-controller, takes to upgrade a HelmRelease whose values changed")
 	flag.StringVar(&hoKros, "handover-kros", "1,100", "handover mode: numbers N of Kros with the earlier provider's installation, one run each in an environment of its own (0 skips the handover mode)")
+	flag.IntVar(&pc.Kros, "placement-kros", 100, "placement mode: Kros in each placement (ControlPlane, WorkloadCluster), each in an environment of its own (0 skips the placement mode)")
 	flag.DurationVar(&hc.Look, "handover-look", 200*time.Millisecond, "handover mode: how often the harness lists the Kros and the earlier objects")
 	flag.StringVar(&pflags, "provider-flags", "", "space-separated flags added to the provider's run, e.g. \"--max-concurrent-reconciles=20\"")
 	flag.IntVar(&cfg.FluxControlPlanes, "flux-controlplanes", 2, "N in flux mode: kwok ControlPlanes, each with its Kro")
@@ -104,6 +107,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	ms.placement = ms.placement && pc.Kros > 0
 	previous, err := readPrevious(outJSON)
 	if err != nil {
 		return err
@@ -114,9 +118,9 @@ func run() error {
 		if err != nil {
 			return failed(r, err, cfg.WorkDir)
 		}
-		r.Flux, r.Sharded, r.Rollout, r.Handover = previous.Flux, previous.Sharded, previous.Rollout, previous.Handover
+		r.Flux, r.Sharded, r.Rollout, r.Handover, r.Placement = previous.Flux, previous.Sharded, previous.Rollout, previous.Handover, previous.Placement
 		res = r
-	} else if res.Mode == "" && !ms.sharded && !ms.rollout && !ms.handover {
+	} else if res.Mode == "" && !ms.sharded && !ms.rollout && !ms.handover && !ms.placement {
 		return fmt.Errorf("%s holds no provider-mode results to keep; run with -modes provider,flux", outJSON)
 	}
 	if ms.flux {
@@ -128,22 +132,14 @@ func run() error {
 		}
 		res.Flux = r
 	}
-	if ms.sharded {
-		if res.Sharded, err = runSharded(ctx, cfg, sc); err != nil {
-			return err
-		}
+	if err := runOthers(ctx, ms, cfg, sc, rc, hc, pc, res); err != nil {
+		return err
 	}
-	if ms.rollout {
-		if res.Rollout, err = runRollouts(ctx, cfg, rc); err != nil {
-			return err
-		}
+	if res.Mode != "" {
+		// Without provider-mode results (another mode alone, into a new file) there is
+		// nothing to compare with its targets.
+		res.Targets = bench.Evaluate(res)
 	}
-	if ms.handover {
-		if res.Handover, err = runHandover(ctx, cfg, hc); err != nil {
-			return err
-		}
-	}
-	res.Targets = bench.Evaluate(res)
 	return write(res, outJSON, outMD)
 }
 
@@ -184,7 +180,7 @@ func renderOnly(outJSON, outMD string) error {
 }
 
 // modeSet are the modes a run measures.
-type modeSet struct{ provider, flux, sharded, rollout, handover bool }
+type modeSet struct{ provider, flux, sharded, rollout, handover, placement bool }
 
 // parseModes reads -modes.
 func parseModes(modes string) (modeSet, error) {
@@ -201,11 +197,40 @@ func parseModes(modes string) (modeSet, error) {
 			ms.rollout = true
 		case "handover":
 			ms.handover = true
+		case "placement":
+			ms.placement = true
 		default:
-			return ms, fmt.Errorf("-modes: unknown mode %q (provider, flux, sharded, rollout, handover)", m)
+			return ms, fmt.Errorf("-modes: unknown mode %q (provider, flux, sharded, rollout, handover, placement)", m)
 		}
 	}
 	return ms, nil
+}
+
+// runOthers measures the modes that run in environments of their own (sharded, rollout,
+// handover, placement) and puts their results into res.
+func runOthers(ctx context.Context, ms modeSet, cfg bench.Config, sc bench.ShardedConfig, rc bench.RolloutConfig, hc bench.HandoverConfig, pc bench.PlacementConfig, res *bench.Results) error {
+	var err error
+	if ms.sharded {
+		if res.Sharded, err = runSharded(ctx, cfg, sc); err != nil {
+			return err
+		}
+	}
+	if ms.rollout {
+		if res.Rollout, err = runRollouts(ctx, cfg, rc); err != nil {
+			return err
+		}
+	}
+	if ms.handover {
+		if res.Handover, err = runHandover(ctx, cfg, hc); err != nil {
+			return err
+		}
+	}
+	if ms.placement {
+		if res.Placement, err = runPlacement(ctx, cfg, pc); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // runSharded measures sharded replicas in a work folder of their own.
@@ -279,6 +304,16 @@ func runHandover(ctx context.Context, cfg bench.Config, hc bench.HandoverConfig)
 	r, err := bench.RunHandover(ctx, cfg, hc)
 	if err != nil {
 		return nil, failed(r, err, filepath.Join(cfg.WorkDir, "n-*"))
+	}
+	return r, nil
+}
+
+// runPlacement measures both placements in a work folder of its own.
+func runPlacement(ctx context.Context, cfg bench.Config, pc bench.PlacementConfig) (*bench.PlacementResults, error) {
+	cfg.WorkDir = filepath.Join(cfg.WorkDir, "placement")
+	r, err := bench.RunPlacement(ctx, cfg, pc)
+	if err != nil {
+		return nil, failed(r, err, filepath.Join(cfg.WorkDir, "*"))
 	}
 	return r, nil
 }
