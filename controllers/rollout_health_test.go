@@ -7,8 +7,6 @@ import (
 
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -16,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
-	"github.com/openmcp-project/service-provider-kro/clusters"
+	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
 
 // Pure tests of the rollout's health gate (rollout_health.go), then one against real API
@@ -146,37 +144,12 @@ func TestInstanceAndDeploymentReadiness(t *testing.T) {
 
 // availableKroDeployment is kro's Deployment as the chart makes it (release kro), done
 // with its rollout of two replicas.
-func availableKroDeployment() *appsv1.Deployment {
-	labels := map[string]string{"app.kubernetes.io/name": "kro", "app.kubernetes.io/instance": ReleaseName}
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: clusters.KroNamespace, Name: "kro", Labels: labels, Generation: 1},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(int32(2)),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "kro", Image: "registry.k8s.io/kro/kro:v0.9.4"}}},
-			},
-		},
-		Status: appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 2},
-	}
-}
+func availableKroDeployment() *appsv1.Deployment { return testenv.AvailableKroDeployment() }
 
-// playKroDeployment creates kro's Deployment on a ControlPlane and plays its
-// controller: done with its rollout. No controller runs on the suite's ControlPlanes.
+// playKroDeployment creates kro's Deployment on a ControlPlane, done with its rollout. No
+// controller runs on the suite's ControlPlanes.
 func playKroDeployment(ctx context.Context, c client.Client) error {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: clusters.KroNamespace}}
-	if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
-	}
-	d := availableKroDeployment()
-	status := d.Status
-	if err := c.Create(ctx, d); err != nil {
-		return err
-	}
-	d.Status = status
-	d.Status.ObservedGeneration = d.Generation
-	return c.Status().Update(ctx, d)
+	return testenv.PlayKroDeployment(ctx, c)
 }
 
 // setInstanceReady sets an instance's Ready condition as kro would (the test CRD has no

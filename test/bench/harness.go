@@ -260,6 +260,13 @@ func (h *harness) setupEnv(ctx context.Context) error {
 	if err := h.connect(ctx); err != nil {
 		return err
 	}
+	// kro's Deployment, done with its rollout, for the rollout's health gate; kro does
+	// not run here.
+	for _, c := range append(append([]*testenv.Cluster{}, h.shared...), h.dedicated...) {
+		if err := testenv.PlayKroDeployment(ctx, c.Client); err != nil {
+			return fmt.Errorf("kro's Deployment on %s: %w", c.Name, err)
+		}
+	}
 	if err := h.prepareClusters(ctx, []v1alpha1.KroVersion{
 		// Shared API servers: no image pull secrets, whose copies would be one object.
 		{Version: versionShared, ChartVersion: chartVersion, ChartPullSecret: chartSecret, Placement: h.placement},

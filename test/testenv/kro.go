@@ -7,7 +7,13 @@ import (
 	"path/filepath"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
@@ -76,4 +82,43 @@ func StartKroController(ctx context.Context, log io.Writer, opts KroControllerOp
 func InstallCRDs(cfg *rest.Config, dirs ...string) error {
 	_, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: dirs, ErrorIfPathMissing: true})
 	return err
+}
+
+// AvailableKroDeployment is kro's Deployment in kro-system as the chart makes it for
+// release kro, done with its rollout of two replicas.
+func AvailableKroDeployment() *appsv1.Deployment {
+	labels := map[string]string{"app.kubernetes.io/name": "kro", "app.kubernetes.io/instance": "kro"}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "kro-system", Name: "kro", Labels: labels, Generation: 1},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(int32(2)),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "kro", Image: "registry.k8s.io/kro/kro:v0.9.4"}}},
+			},
+		},
+		Status: appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 2},
+	}
+}
+
+// PlayKroDeployment creates kro's Deployment (AvailableKroDeployment) on a ControlPlane
+// where no controller runs, and plays its controller: done with its rollout, as a
+// rollout's health gate asks.
+func PlayKroDeployment(ctx context.Context, c client.Client) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kro-system"}}
+	if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	d := AvailableKroDeployment()
+	status := d.Status
+	if err := c.Create(ctx, d); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	}
+	d.Status = status
+	d.Status.ObservedGeneration = d.Generation
+	return c.Status().Update(ctx, d)
 }
