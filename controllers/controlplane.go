@@ -217,7 +217,7 @@ func (c *engagedControlPlanes) Access(ctx context.Context, kro *v1alpha1.Kro) (*
 	if err != nil {
 		return nil, err
 	}
-	cl, err := c.engaged(ctx, name, kubeconfig, "ControlPlane", fmt.Sprintf("secret %s/%s", tenantNamespace, secret))
+	cl, err := c.engaged(ctx, name, kubeconfig, "ControlPlane", fmt.Sprintf("secret %s/%s", tenantNamespace, secret), v1alpha1.ReasonControlPlaneUnreachable)
 	if err != nil {
 		return nil, err
 	}

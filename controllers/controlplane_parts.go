@@ -43,23 +43,30 @@ type appliedParts struct {
 type appliedPartsRecord struct {
 	hash string
 	at   time.Time
+	// extras: the chart offers the deployment.extra* values (chartparts.Parts).
+	extras bool
 }
 
-// due tells whether parts of this hash must be applied for the Kro now.
-func (a *appliedParts) due(kro types.NamespacedName, hash string, now time.Time) bool {
+// due tells whether parts of this hash must be applied for the Kro now; when not, it
+// also says whether their chart offers the deployment.extra* values, so that an idle
+// reconcile neither looks up nor copies the rendered chart.
+func (a *appliedParts) due(kro types.NamespacedName, hash string, now time.Time) (due, extras bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	rec, ok := a.last[kro]
-	return !ok || rec.hash != hash || now.Sub(rec.at) >= partsReapplyInterval
+	if !ok || rec.hash != hash || now.Sub(rec.at) >= partsReapplyInterval {
+		return true, false
+	}
+	return false, rec.extras
 }
 
-func (a *appliedParts) done(kro types.NamespacedName, hash string, now time.Time) {
+func (a *appliedParts) done(kro types.NamespacedName, rec appliedPartsRecord) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.last == nil {
 		a.last = map[types.NamespacedName]appliedPartsRecord{}
 	}
-	a.last[kro] = appliedPartsRecord{hash: hash, at: now}
+	a.last[kro] = rec
 }
 
 func (a *appliedParts) forget(kro types.NamespacedName) {
@@ -73,7 +80,7 @@ var artifactClient = &http.Client{Timeout: time.Minute}
 
 // reconcileControlPlaneParts applies kro's CRDs, RBAC and service account to the
 // ControlPlane of a Kro placed on a workload cluster, from the chart of its
-// OCIRepository, and keeps what the chart offers (s.parts) for the HelmRelease.
+// OCIRepository, and keeps what the chart offers (s.chartExtras) for the HelmRelease.
 func (r *KroReconciler) reconcileControlPlaneParts(ctx context.Context, s *scope) (result, error) {
 	if s.workload == nil {
 		return proceed, nil
@@ -88,23 +95,25 @@ func (r *KroReconciler) reconcileControlPlaneParts(ctx context.Context, s *scope
 	if err != nil {
 		return proceed, err
 	}
+	key := client.ObjectKeyFromObject(s.kro)
+	hash := partsHash(artifact.Digest, values)
+	now := time.Now()
+	due, extras := r.applied.due(key, hash, now)
+	if !due {
+		s.chartExtras = extras
+		return proceed, nil
+	}
 	parts, err := r.charts.Get(ctx, artifactClient, artifact.URL, artifact.Digest, chartparts.Options{
 		ReleaseName: ReleaseName, Namespace: KroNamespace, Values: values, ServiceAccount: kroServiceAccount,
 	})
 	if err != nil {
 		return proceed, fmt.Errorf("reading kro's CRDs and RBAC from chart %s:%s: %w", chartURL(s.version), s.version.ChartVersion, err)
 	}
-	s.parts = parts
-	key := client.ObjectKeyFromObject(s.kro)
-	hash := partsHash(artifact.Digest, values)
-	now := time.Now()
-	if !r.applied.due(key, hash, now) {
-		return proceed, nil
-	}
+	s.chartExtras = parts.OffersDeploymentExtras()
 	if err := r.applyParts(ctx, s, parts); err != nil {
 		return proceed, err
 	}
-	r.applied.done(key, hash, now)
+	r.applied.done(key, appliedPartsRecord{hash: hash, at: now, extras: s.chartExtras})
 	return proceed, nil
 }
 
@@ -136,10 +145,19 @@ func (r *KroReconciler) applyParts(ctx context.Context, s *scope, parts *chartpa
 
 // versionValues are the version's Helm values as a map.
 func versionValues(v *v1alpha1.KroVersion) (map[string]any, error) {
+	values, err := valuesMap(v.HelmValues)
+	if err != nil {
+		return nil, fmt.Errorf("version %s: %w", v.Version, err)
+	}
+	return values, nil
+}
+
+// valuesMap is Helm values as a map; none give an empty one.
+func valuesMap(raw *apiextensionsv1.JSON) (map[string]any, error) {
 	values := map[string]any{}
-	if v.HelmValues != nil && len(v.HelmValues.Raw) > 0 {
-		if err := json.Unmarshal(v.HelmValues.Raw, &values); err != nil {
-			return nil, fmt.Errorf("version %s: helmValues: %w", v.Version, err)
+	if raw != nil && len(raw.Raw) > 0 {
+		if err := json.Unmarshal(raw.Raw, &values); err != nil {
+			return nil, fmt.Errorf("helmValues: %w", err)
 		}
 	}
 	return values, nil

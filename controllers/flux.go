@@ -75,7 +75,7 @@ func (r *KroReconciler) observeControlPlane(ctx context.Context, s *scope) (resu
 func (r *KroReconciler) reconcileHelmRelease(ctx context.Context, s *scope) (result, error) {
 	hr := newHelmRelease(s.kro, r.ProviderName, s.tenantNamespace, s.version, s.access.Kubeconfig, s.pollInterval)
 	if s.workload != nil {
-		if err := placeOnWorkloadCluster(hr, s.workload, s.parts.OffersDeploymentExtras()); err != nil {
+		if err := placeOnWorkloadCluster(hr, s.workload, s.chartExtras); err != nil {
 			return proceed, err
 		}
 	}

@@ -118,9 +118,9 @@ type scope struct {
 	// gate: a rollout is updating the Kro, so its reconciles read kro's health on the
 	// ControlPlane (rollout_health.go).
 	gate bool
-	// parts is what kro's chart puts on the ControlPlane when kro runs on a workload
+	// chartExtras: the chart offers the deployment.extra* values, for kro on a workload
 	// cluster (controlplane_parts.go).
-	parts *chartparts.Parts
+	chartExtras bool
 	// repo is the OCIRepository as applied, which the HelmRelease step may wait for.
 	repo *sourcev1.OCIRepository
 	// requeueAfter, when set, brings the Kro back sooner than the poll: a deletion that

@@ -288,25 +288,10 @@ func redactToken(err error, token []byte) error {
 	return errors.New(redacted)
 }
 
-// removeKroCredential deletes kro's ServiceAccount on the ControlPlane, which revokes
-// every token of it at once, and then the credential secret on the workload cluster.
-// Objects that are gone already, or that lack the provider's label, are left as they are.
-func removeKroCredential(ctx context.Context, cp client.Client, workload client.Client, sa types.NamespacedName, workloadNamespace string) error {
-	account := &corev1.ServiceAccount{}
-	if err := deleteProviders(ctx, cp, sa, account); err != nil {
-		return fmt.Errorf("deleting ServiceAccount %s on the ControlPlane: %w", sa, err)
-	}
-	key := types.NamespacedName{Namespace: workloadNamespace, Name: KroCredentialSecretName}
-	if err := deleteProviders(ctx, workload, key, &corev1.Secret{}); err != nil {
-		return fmt.Errorf("deleting secret %s on the workload cluster: %w", key, err)
-	}
-	return nil
-}
-
 // deleteProviders deletes the object at key when it carries the provider's managed-by
-// label, and only the very object that was read (its UID is a precondition).
-func deleteProviders(ctx context.Context, c client.Client, key types.NamespacedName, obj client.Object) error {
-	if err := c.Get(ctx, key, obj); err != nil {
+// label, and only the very object that reader read (its UID is a precondition).
+func deleteProviders(ctx context.Context, reader client.Reader, c client.Client, key types.NamespacedName, obj client.Object) error {
+	if err := reader.Get(ctx, key, obj); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	if obj.GetLabels()[v1alpha1.LabelManagedBy] != v1alpha1.ManagedByValue {

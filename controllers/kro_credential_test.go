@@ -309,7 +309,11 @@ func TestKroCredential(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(whoAmI(ctx, cfg)).To(Equal(saUser))
 
-		g.Expect(removeKroCredential(ctx, cp.Client, workload.Client, kroServiceAccount, ns)).To(Succeed())
+		remove := func() error { // as a deletion does: the ServiceAccount first, then the secret
+			return errors.Join(deleteProviders(ctx, cp.Client, cp.Client, kroServiceAccount, &corev1.ServiceAccount{}),
+				deleteProviders(ctx, workload.Client, workload.Client, client.ObjectKey{Namespace: ns, Name: KroCredentialSecretName}, &corev1.Secret{}))
+		}
+		g.Expect(remove()).To(Succeed())
 		err = workload.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: KroCredentialSecretName}, &corev1.Secret{})
 		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "secret: %v", err)
 		err = cp.Client.Get(ctx, kroServiceAccount, &corev1.ServiceAccount{})
@@ -318,7 +322,7 @@ func TestKroCredential(t *testing.T) {
 			_, err := whoAmI(ctx, cfg)
 			return apierrors.IsUnauthorized(err)
 		}, revocationTimeout, interval).Should(BeTrue(), "the token of the deleted ServiceAccount still authenticates")
-		g.Expect(removeKroCredential(ctx, cp.Client, workload.Client, kroServiceAccount, ns)).To(Succeed(), "gone already")
+		g.Expect(remove()).To(Succeed(), "gone already")
 	})
 }
 

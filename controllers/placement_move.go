@@ -93,10 +93,7 @@ func (r *KroReconciler) leaveOldPlacement(ctx context.Context, s *scope) (result
 		}
 		return proceed, nil
 	default:
-		if err := r.removeKroOnControlPlane(ctx, s, s.access); err != nil {
-			return proceed, err
-		}
-		res, err := r.removeWorkloadNamespaceIfReachable(ctx, s)
+		res, err := r.leaveWorkloadCluster(ctx, s, s.access)
 		if res != proceed || err != nil {
 			s.obs.placement = from
 			return res, err

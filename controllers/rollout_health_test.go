@@ -6,7 +6,6 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -130,7 +129,7 @@ func TestInstanceAndDeploymentReadiness(t *testing.T) {
 	_, reason = instanceReady(&unstructured.Unstructured{Object: map[string]any{}})
 	g.Expect(reason).To(Equal("NoReadyCondition"))
 
-	d := availableKroDeployment()
+	d := testenv.AvailableKroDeployment()
 	ok, _ := deploymentDone(d)
 	g.Expect(ok).To(BeTrue())
 	d.Generation = 3
@@ -140,16 +139,6 @@ func TestInstanceAndDeploymentReadiness(t *testing.T) {
 	d.Status.ObservedGeneration, d.Status.UpdatedReplicas = 3, 1
 	ok, _ = deploymentDone(d)
 	g.Expect(ok).To(BeFalse(), "one of two replicas updated")
-}
-
-// availableKroDeployment is kro's Deployment as the chart makes it (release kro), done
-// with its rollout of two replicas.
-func availableKroDeployment() *appsv1.Deployment { return testenv.AvailableKroDeployment() }
-
-// playKroDeployment creates kro's Deployment on a ControlPlane, done with its rollout. No
-// controller runs on the suite's ControlPlanes.
-func playKroDeployment(ctx context.Context, c client.Client) error {
-	return testenv.PlayKroDeployment(ctx, c)
 }
 
 // setInstanceReady sets an instance's Ready condition as kro would (the test CRD has no

@@ -164,7 +164,7 @@ func prepare(ctx context.Context) error {
 		return err
 	}
 	// A rollout's gate reads kro's Deployment (rollout_health.go).
-	if err := playKroDeployment(ctx, controlPlane.Client); err != nil {
+	if err := testenv.PlayKroDeployment(ctx, controlPlane.Client); err != nil {
 		return fmt.Errorf("creating kro's Deployment on the ControlPlane: %w", err)
 	}
 	pc := &v1alpha1.ProviderConfig{

@@ -122,7 +122,7 @@ func (c *engagedControlPlanes) WorkloadCluster(ctx context.Context, kro *v1alpha
 	if err != nil {
 		return nil, err
 	}
-	cl, err := c.engaged(ctx, name, kubeconfig, "workload cluster", fmt.Sprintf("secret %s/%s", tenantNamespace, secret))
+	cl, err := c.engaged(ctx, name, kubeconfig, "workload cluster", fmt.Sprintf("secret %s/%s", tenantNamespace, secret), v1alpha1.ReasonWorkloadClusterUnreachable)
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +138,7 @@ func (c *engagedControlPlanes) ReleaseWorkloadCluster(ctx context.Context, kro t
 // workloadKubeconfig finds the workload cluster's kubeconfig secret in the tenant
 // namespace (standalone) and its content.
 func (c *engagedControlPlanes) workloadKubeconfig(ctx context.Context, tenantNamespace string) (string, []byte, error) {
-	if c.mode == AccessOpenMCP || c.workloadKubeconfigs == nil {
+	if c.workloadKubeconfigs == nil { // openmcp: no labelled secrets are watched
 		return "", nil, &NotAvailableError{Reason: v1alpha1.ReasonWorkloadClusterMissing, Message: "the WorkloadCluster placement is not available under openmcp in this release of the provider: " +
 			"place the version on the ControlPlane (placement: ControlPlane) or run the provider standalone"}
 	}
@@ -153,8 +153,9 @@ func (c *engagedControlPlanes) workloadKubeconfig(ctx context.Context, tenantNam
 
 // engaged engages a cluster with a kubeconfig and returns it once its cache is live, or
 // a *NotAvailableError that says where the engagement stands. what names the cluster
-// ("ControlPlane"), from where the kubeconfig came ("secret ns/name").
-func (c *engagedControlPlanes) engaged(ctx context.Context, name multicluster.ClusterName, kubeconfig []byte, what, from string) (cluster.Cluster, error) {
+// ("ControlPlane"), from where the kubeconfig came ("secret ns/name"), unreachable the
+// reason for a cluster that does not answer.
+func (c *engagedControlPlanes) engaged(ctx context.Context, name multicluster.ClusterName, kubeconfig []byte, what, from, unreachable string) (cluster.Cluster, error) {
 	state, err := c.provider.Ensure(name, kubeconfig)
 	if err != nil {
 		return nil, &NotAvailableError{Reason: v1alpha1.ReasonKubeconfigInvalid, Message: fmt.Sprintf("the %s's kubeconfig in %s is unusable: %s", what, from, err.Error())}
@@ -162,7 +163,7 @@ func (c *engagedControlPlanes) engaged(ctx context.Context, name multicluster.Cl
 	switch state.Phase {
 	case controlplane.Engaged:
 	case controlplane.Unreachable:
-		return nil, &NotAvailableError{Reason: unreachableReason(what), Message: fmt.Sprintf("the %s does not answer (since %s): %s; retrying with backoff",
+		return nil, &NotAvailableError{Reason: unreachable, Message: fmt.Sprintf("the %s does not answer (since %s): %s; retrying with backoff",
 			what, state.Since.UTC().Format(time.RFC3339), state.Message)}
 	default:
 		return nil, &NotAvailableError{Connecting: true, Message: "connecting to the " + what}
@@ -172,13 +173,6 @@ func (c *engagedControlPlanes) engaged(ctx context.Context, name multicluster.Cl
 		return nil, &NotAvailableError{Connecting: true, Message: "connecting to the " + what}
 	}
 	return cl, nil
-}
-
-func unreachableReason(what string) string {
-	if what == "ControlPlane" {
-		return v1alpha1.ReasonControlPlaneUnreachable
-	}
-	return v1alpha1.ReasonWorkloadClusterUnreachable
 }
 
 // observeWorkloadCluster reaches the workload cluster of a version placed on one and

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -26,6 +27,13 @@ func (r *KroReconciler) removeWorkloadLeftovers(ctx context.Context, s *scope, a
 	if s.kro.Status.Placement != v1alpha1.PlacementWorkloadCluster {
 		return proceed, nil
 	}
+	return r.leaveWorkloadCluster(ctx, s, access)
+}
+
+// leaveWorkloadCluster removes kro's service account and RBAC from the ControlPlane
+// (access, when it works) and the tenant's namespace from the workload cluster: a
+// deletion, or a move to the ControlPlane.
+func (r *KroReconciler) leaveWorkloadCluster(ctx context.Context, s *scope, access *ControlPlaneAccess) (result, error) {
 	if access != nil {
 		if err := r.removeKroOnControlPlane(ctx, s, access); err != nil {
 			return proceed, err
@@ -80,32 +88,21 @@ func (r *KroReconciler) removeWorkloadNamespace(ctx context.Context, s *scope, w
 // removeKroOnControlPlane deletes kro's service account (its tokens stop working first)
 // and the RBAC that the provider put on the ControlPlane for this Kro.
 func (r *KroReconciler) removeKroOnControlPlane(ctx context.Context, s *scope, access *ControlPlaneAccess) error {
-	for _, list := range []client.ObjectList{&corev1.ServiceAccountList{}, &rbacv1.ClusterRoleBindingList{}, &rbacv1.ClusterRoleList{}} {
-		role := v1alpha1.RoleKroParts
-		if _, sa := list.(*corev1.ServiceAccountList); sa {
-			role = v1alpha1.RoleKroCredential
-		}
-		if err := access.Reader.List(ctx, list, r.copyLabels(s.kro, role)); err != nil {
+	if err := deleteProviders(ctx, access.Reader, access.Client, kroServiceAccount, &corev1.ServiceAccount{}); err != nil {
+		return fmt.Errorf("deleting ServiceAccount %s on the ControlPlane: %w", kroServiceAccount, err)
+	}
+	for _, list := range []client.ObjectList{&rbacv1.ClusterRoleBindingList{}, &rbacv1.ClusterRoleList{}} {
+		if err := access.Reader.List(ctx, list, r.copyLabels(s.kro, v1alpha1.RoleKroParts)); err != nil {
 			return fmt.Errorf("listing kro's RBAC on the ControlPlane: %w", err)
 		}
-		var objs []client.Object
-		switch l := list.(type) {
-		case *rbacv1.ClusterRoleBindingList:
-			for i := range l.Items {
-				objs = append(objs, &l.Items[i])
-			}
-		case *rbacv1.ClusterRoleList:
-			for i := range l.Items {
-				objs = append(objs, &l.Items[i])
-			}
-		case *corev1.ServiceAccountList:
-			for i := range l.Items {
-				objs = append(objs, &l.Items[i])
-			}
+		objs, err := apimeta.ExtractList(list)
+		if err != nil {
+			return err
 		}
 		for _, o := range objs {
-			if err := access.Client.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
-				return fmt.Errorf("deleting %s on the ControlPlane: %w", o.GetName(), err)
+			obj := o.(client.Object)
+			if err := access.Client.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("deleting %s on the ControlPlane: %w", obj.GetName(), err)
 			}
 		}
 	}

@@ -92,11 +92,9 @@ spec:
 // workloadValues adds what kro needs on a workload cluster to the version's values: the
 // platform team's values stay, lists of theirs are kept and extended.
 func workloadValues(values *apiextensionsv1.JSON, chartHasExtras bool) (*apiextensionsv1.JSON, error) {
-	v := map[string]any{}
-	if values != nil && len(values.Raw) > 0 {
-		if err := json.Unmarshal(values.Raw, &v); err != nil {
-			return nil, fmt.Errorf("helmValues: %w", err)
-		}
+	v, err := valuesMap(values)
+	if err != nil {
+		return nil, err
 	}
 	set(v, false, "serviceAccount", "automount")
 	set(v, KroNamespace, "config", "leaderElectionNamespace")
