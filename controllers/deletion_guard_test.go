@@ -97,6 +97,10 @@ func kroKind(t *testing.T, g Gomega, c client.Client, kind, rgd string) *unstruc
 			established = established || cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue
 		}
 		g.Expect(established).To(BeTrue())
+		// Established is not yet served: the client's mapper must know the kind too, or a
+		// create right after fails with "no matches for kind".
+		_, err := c.RESTMapper().RESTMapping(instance.GroupVersionKind().GroupKind(), instance.GroupVersionKind().Version)
+		g.Expect(err).NotTo(HaveOccurred())
 	}, timeout, interval).Should(Succeed())
 	return instance
 }
