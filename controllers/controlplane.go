@@ -11,6 +11,7 @@ import (
 	openmcpconst "github.com/openmcp-project/openmcp-operator/api/constants"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -80,10 +81,19 @@ type ControlPlanes interface {
 	// disengaged and whatever was requested for it is withdrawn.
 	Release(ctx context.Context, kro *v1alpha1.Kro) error
 	// WorkloadCluster returns the access to the workload cluster a Kro's kro runs on, for
-	// a version placed on one. It returns a *NotAvailableError while there is none.
-	WorkloadCluster(ctx context.Context, kro *v1alpha1.Kro) (*WorkloadClusterAccess, error)
-	// ReleaseWorkloadCluster disengages a Kro's workload cluster.
-	ReleaseWorkloadCluster(ctx context.Context, kro types.NamespacedName)
+	// a version placed on one. It returns a *NotAvailableError while there is none. Only
+	// with ask does it ask for one where that takes a request (openmcp): a Kro that leaves
+	// its workload cluster reaches what is there, and asks for nothing new.
+	WorkloadCluster(ctx context.Context, kro *v1alpha1.Kro, ask bool) (*WorkloadClusterAccess, error)
+	// DisengageWorkloadCluster drops the connection to a Kro's workload cluster, and
+	// nothing else.
+	DisengageWorkloadCluster(ctx context.Context, kro types.NamespacedName)
+	// ReleaseWorkloadCluster disengages a Kro's workload cluster and withdraws what was
+	// requested for it (openmcp), once kro has left it.
+	ReleaseWorkloadCluster(ctx context.Context, kro types.NamespacedName) error
+	// KroAccess is how kro gets its own access to ControlPlanes where openmcp grants it,
+	// or nil where the provider issues it (standalone: kro_credential.go).
+	KroAccess() KroAccess
 	// Disengage drops this replica's connection to a Kro's ControlPlane, and nothing
 	// else: another replica owns it now (--sharding).
 	Disengage(ctx context.Context, kro types.NamespacedName)
@@ -262,16 +272,22 @@ func (c *engagedControlPlanes) Access(ctx context.Context, kro *v1alpha1.Kro) (*
 
 func (c *engagedControlPlanes) Disengage(ctx context.Context, kro types.NamespacedName) {
 	c.provider.Remove(ctx, controlplane.ClusterName(kro))
-	c.ReleaseWorkloadCluster(ctx, kro)
+	c.DisengageWorkloadCluster(ctx, kro)
 }
 
 func (c *engagedControlPlanes) Release(ctx context.Context, kro *v1alpha1.Kro) error {
-	c.provider.Remove(ctx, controlplane.ClusterName(client.ObjectKeyFromObject(kro)))
-	c.ReleaseWorkloadCluster(ctx, client.ObjectKeyFromObject(kro))
+	key := client.ObjectKeyFromObject(kro)
+	c.provider.Remove(ctx, controlplane.ClusterName(key))
+	if err := c.ReleaseWorkloadCluster(ctx, key); err != nil {
+		return err
+	}
 	if c.mode != AccessOpenMCP {
 		return nil
 	}
-	ar, err := clusters.NewAccessRequest(c.providerName, client.ObjectKeyFromObject(kro))
+	if err := c.withdrawKroAccess(ctx, key); err != nil {
+		return err
+	}
+	ar, err := clusters.NewAccessRequest(c.providerName, key)
 	if err != nil {
 		return err
 	}
@@ -309,22 +325,25 @@ func (c *engagedControlPlanes) openmcpKubeconfig(ctx context.Context, kro *v1alp
 			return "", nil, errors.Join(err, errOrNil(na))
 		}
 	}
-	ar := &clustersv1alpha1.AccessRequest{}
-	err = c.kubeconfigs.Get(ctx, client.ObjectKeyFromObject(desired), ar)
-	if apierrors.IsNotFound(err) {
-		if err := apply(ctx, c.platform, desired); err != nil {
-			return "", nil, fmt.Errorf("requesting access with AccessRequest %s/%s: %w", desired.Namespace, desired.Name, err)
-		}
-		return "", nil, &NotAvailableError{Message: fmt.Sprintf("waiting for openmcp to grant AccessRequest %s/%s", desired.Namespace, desired.Name)}
-	}
-	if err != nil {
-		return "", nil, fmt.Errorf("reading AccessRequest %s/%s: %w", desired.Namespace, desired.Name, err)
-	}
-	if ar.Status.IsDenied() {
+	return c.grantedKubeconfig(ctx, desired, "the ControlPlane's", func(ar *clustersv1alpha1.AccessRequest) *NotAvailableError {
 		// openmcp does not revisit a denied request: the access is gone for good.
-		return "", nil, &NotAvailableError{Gone: true, Reason: v1alpha1.ReasonAccessDenied, Message: fmt.Sprintf(
+		return &NotAvailableError{Gone: true, Reason: v1alpha1.ReasonAccessDenied, Message: fmt.Sprintf(
 			"openmcp denied AccessRequest %s/%s, so the ControlPlane cannot be reached; its conditions say why (kubectl -n %s get accessrequest %s -o yaml)",
 			ar.Namespace, ar.Name, ar.Namespace, ar.Name)}
+	})
+}
+
+// grantedKubeconfig keeps an AccessRequest of the provider's as desired (it is applied
+// when missing, or when its token's rights differ) and reads the secret openmcp wrote
+// for it once granted. denied says what a denied request means.
+func (c *engagedControlPlanes) grantedKubeconfig(ctx context.Context, desired *clustersv1alpha1.AccessRequest, whose string,
+	denied func(*clustersv1alpha1.AccessRequest) *NotAvailableError) (string, []byte, error) {
+	ar, err := c.grantedAccessRequest(ctx, desired)
+	if err != nil {
+		return "", nil, err
+	}
+	if ar.Status.IsDenied() {
+		return "", nil, denied(ar)
 	}
 	name, err := clusters.GrantedSecret(ar)
 	if err != nil {
@@ -337,7 +356,25 @@ func (c *engagedControlPlanes) openmcpKubeconfig(ctx context.Context, kro *v1alp
 		}
 		return "", nil, fmt.Errorf("reading access secret %s/%s: %w", ar.Namespace, name, err)
 	}
-	return secretKubeconfig(secret, nil, "the ControlPlane's")
+	return secretKubeconfig(secret, nil, whose)
+}
+
+// grantedAccessRequest returns the AccessRequest as the cache has it, after applying
+// desired when it is missing (then it returns a *NotAvailableError: openmcp has yet to
+// grant it) or asks for other rights than desired.
+func (c *engagedControlPlanes) grantedAccessRequest(ctx context.Context, desired *clustersv1alpha1.AccessRequest) (*clustersv1alpha1.AccessRequest, error) {
+	ar := &clustersv1alpha1.AccessRequest{}
+	err := c.kubeconfigs.Get(ctx, client.ObjectKeyFromObject(desired), ar)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("reading AccessRequest %s/%s: %w", desired.Namespace, desired.Name, err)
+	}
+	if err == nil && equality.Semantic.DeepEqual(ar.Spec.Token, desired.Spec.Token) {
+		return ar, nil
+	}
+	if err := apply(ctx, c.platform, desired); err != nil {
+		return nil, fmt.Errorf("requesting access with AccessRequest %s/%s: %w", desired.Namespace, desired.Name, err)
+	}
+	return nil, &NotAvailableError{Message: fmt.Sprintf("waiting for openmcp to grant AccessRequest %s/%s", desired.Namespace, desired.Name)}
 }
 
 // controlPlaneGone reads the ControlPlane's ClusterRequest, which the AccessRequest

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -113,15 +114,24 @@ func (r *KroReconciler) reconcileControlPlaneParts(ctx context.Context, s *scope
 	if err := r.applyParts(ctx, s, parts); err != nil {
 		return proceed, err
 	}
+	if err := r.requestKroAccess(ctx, s, parts); err != nil {
+		return proceed, err
+	}
 	r.applied.done(key, appliedPartsRecord{hash: hash, at: now, extras: s.chartExtras})
 	return proceed, nil
 }
 
 // applyParts writes kro's CRDs and RBAC onto the ControlPlane; kro's service account,
-// which the RBAC binds, comes with its credential (kro_credential.go).
+// which the RBAC binds, comes with its credential (kro_credential.go). Where openmcp
+// grants kro its access, openmcp binds kro's ClusterRoles, so the chart's bindings are
+// left out (requestKroAccess).
 func (r *KroReconciler) applyParts(ctx context.Context, s *scope, parts *chartparts.Parts) error {
 	c := s.access.Client
+	granted := r.ControlPlanes.KroAccess() != nil
 	for _, o := range parts.Objects() { // the Kro's own copy (chartparts.Cache.Get)
+		if _, binding := o.(*rbacv1.ClusterRoleBinding); binding && granted {
+			continue
+		}
 		// The CRDs stay when the Kro goes, as Helm leaves a chart's CRDs: they carry
 		// none of the provider's labels, as they would not after a Helm install.
 		if _, crd := o.(*apiextensionsv1.CustomResourceDefinition); !crd {
@@ -141,6 +151,20 @@ func (r *KroReconciler) applyParts(ctx context.Context, s *scope, parts *chartpa
 		}
 	}
 	return nil
+}
+
+// requestKroAccess asks openmcp for kro's own access to the ControlPlane, bound to the
+// ClusterRoles the chart binds to kro, where openmcp grants it. kro's lease lives in
+// kro-system on the ControlPlane, which is made when missing, as Flux would make it.
+func (r *KroReconciler) requestKroAccess(ctx context.Context, s *scope, parts *chartparts.Parts) error {
+	access := r.ControlPlanes.KroAccess()
+	if access == nil {
+		return nil
+	}
+	if err := ensureNamespace(ctx, s.access.Client, KroNamespace, nil); err != nil {
+		return fmt.Errorf("on the ControlPlane: %w", err)
+	}
+	return access.Request(ctx, client.ObjectKeyFromObject(s.kro), parts.BoundClusterRoles())
 }
 
 // versionValues are the version's Helm values as a map.

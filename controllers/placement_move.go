@@ -98,8 +98,7 @@ func (r *KroReconciler) leaveOldPlacement(ctx context.Context, s *scope) (result
 			s.obs.placement = from
 			return res, err
 		}
-		r.ControlPlanes.ReleaseWorkloadCluster(ctx, client.ObjectKeyFromObject(s.kro))
-		return proceed, nil
+		return proceed, r.ControlPlanes.ReleaseWorkloadCluster(ctx, client.ObjectKeyFromObject(s.kro))
 	}
 }
 

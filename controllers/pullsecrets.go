@@ -92,13 +92,11 @@ func (r *KroReconciler) reconcileImagePullSecrets(ctx context.Context, s *scope)
 	site := s.site
 	c := site.cluster.GetClient()
 	if len(s.imageSecrets) > 0 {
-		var labels map[string]string
+		err := ensureNamespace(ctx, c, site.namespace, nil)
 		if s.workload != nil {
-			// The tenant's namespace on a workload cluster is the provider's, and goes
-			// with the Kro (workload_cleanup.go).
-			labels = ownerLabels(s.kro, r.ProviderName, "")
+			err = r.ensureWorkloadNamespace(ctx, s)
 		}
-		if err := ensureNamespace(ctx, c, site.namespace, labels); err != nil {
+		if err != nil {
 			return proceed, err
 		}
 	}

@@ -64,6 +64,9 @@ type WorkloadClusterAccess struct {
 	Kubeconfig SecretKey
 	// Namespace is the tenant's namespace on the workload cluster.
 	Namespace string
+	// NamespaceGranted: openmcp's cluster provider made Namespace with the provider's
+	// access there (openmcp), so the provider labels it as its own rather than creating it.
+	NamespaceGranted bool
 }
 
 // WorkloadNamespace is the tenant's namespace on a workload cluster: derived from the
@@ -104,7 +107,7 @@ func workloadKubeconfigCache(platform cluster.Cluster) (cache.Cache, error) {
 
 // WorkloadCluster returns the access to the workload cluster of a Kro, engaging it, or a
 // *NotAvailableError while there is none.
-func (c *engagedControlPlanes) WorkloadCluster(ctx context.Context, kro *v1alpha1.Kro) (*WorkloadClusterAccess, error) {
+func (c *engagedControlPlanes) WorkloadCluster(ctx context.Context, kro *v1alpha1.Kro, ask bool) (*WorkloadClusterAccess, error) {
 	key := client.ObjectKeyFromObject(kro)
 	tenantNamespace, err := TenantNamespace(kro)
 	if err != nil {
@@ -115,7 +118,7 @@ func (c *engagedControlPlanes) WorkloadCluster(ctx context.Context, kro *v1alpha
 		return nil, err
 	}
 	name := controlplane.WorkloadClusterName(key)
-	secret, kubeconfig, err := c.workloadKubeconfig(ctx, tenantNamespace)
+	secret, kubeconfig, err := c.workloadKubeconfig(ctx, kro, tenantNamespace, ask)
 	if na, ok := asNotAvailable(err); ok && na.Missing {
 		c.provider.Remove(ctx, name)
 	}
@@ -126,21 +129,30 @@ func (c *engagedControlPlanes) WorkloadCluster(ctx context.Context, kro *v1alpha
 	if err != nil {
 		return nil, err
 	}
-	return &WorkloadClusterAccess{Cluster: cl, Kubeconfig: SecretKey{Name: secret, Key: KubeconfigKey}, Namespace: ns}, nil
+	return &WorkloadClusterAccess{Cluster: cl, Kubeconfig: SecretKey{Name: secret, Key: KubeconfigKey}, Namespace: ns,
+		NamespaceGranted: c.mode == AccessOpenMCP}, nil
 }
 
-// ReleaseWorkloadCluster disengages a Kro's workload cluster: the Kro is gone, or no
-// longer placed there.
-func (c *engagedControlPlanes) ReleaseWorkloadCluster(ctx context.Context, kro types.NamespacedName) {
+func (c *engagedControlPlanes) DisengageWorkloadCluster(ctx context.Context, kro types.NamespacedName) {
 	c.provider.Remove(ctx, controlplane.WorkloadClusterName(kro))
 }
 
-// workloadKubeconfig finds the workload cluster's kubeconfig secret in the tenant
-// namespace (standalone) and its content.
-func (c *engagedControlPlanes) workloadKubeconfig(ctx context.Context, tenantNamespace string) (string, []byte, error) {
-	if c.workloadKubeconfigs == nil { // openmcp: no labelled secrets are watched
-		return "", nil, &NotAvailableError{Reason: v1alpha1.ReasonWorkloadClusterMissing, Message: "the WorkloadCluster placement is not available under openmcp in this release of the provider: " +
-			"place the version on the ControlPlane (placement: ControlPlane) or run the provider standalone"}
+// ReleaseWorkloadCluster disengages a Kro's workload cluster and, under openmcp,
+// withdraws its requests for it: the Kro is gone, or kro has left the workload cluster.
+func (c *engagedControlPlanes) ReleaseWorkloadCluster(ctx context.Context, kro types.NamespacedName) error {
+	c.DisengageWorkloadCluster(ctx, kro)
+	if c.mode != AccessOpenMCP {
+		return nil
+	}
+	return c.withdrawWorkloadCluster(ctx, kro)
+}
+
+// workloadKubeconfig finds the workload cluster's kubeconfig: under openmcp the secret
+// of the granted AccessRequest (asked for with ask), standalone the labelled secret in
+// the tenant namespace.
+func (c *engagedControlPlanes) workloadKubeconfig(ctx context.Context, kro *v1alpha1.Kro, tenantNamespace string, ask bool) (string, []byte, error) {
+	if c.mode == AccessOpenMCP {
+		return c.openmcpWorkloadKubeconfig(ctx, kro, ask)
 	}
 	secret, err := firstSecret(ctx, c.workloadKubeconfigs, tenantNamespace)
 	if err != nil || secret != nil {
@@ -180,11 +192,11 @@ func (c *engagedControlPlanes) engaged(ctx context.Context, name multicluster.Cl
 // workload cluster engaged for the Kro before is let go.
 func (r *KroReconciler) observeWorkloadCluster(ctx context.Context, s *scope) (result, error) {
 	if v1alpha1.PlacementOf(s.version) != v1alpha1.PlacementWorkloadCluster {
-		r.ControlPlanes.ReleaseWorkloadCluster(ctx, client.ObjectKeyFromObject(s.kro))
+		r.ControlPlanes.DisengageWorkloadCluster(ctx, client.ObjectKeyFromObject(s.kro))
 		s.site = controlPlaneSite(s.access)
 		return proceed, nil
 	}
-	w, err := r.ControlPlanes.WorkloadCluster(ctx, s.kro)
+	w, err := r.ControlPlanes.WorkloadCluster(ctx, s.kro, true)
 	if na, ok := asNotAvailable(err); ok {
 		if na.Connecting {
 			return undecided, nil
@@ -197,7 +209,7 @@ func (r *KroReconciler) observeWorkloadCluster(ctx context.Context, s *scope) (r
 	}
 	s.workload, s.site = w, workloadSite(w)
 	s.obs.set(v1alpha1.ConditionWorkloadClusterReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, fmt.Sprintf(
-		"kro runs in namespace %s on the workload cluster of secret %s/%s", w.Namespace, s.tenantNamespace, w.Kubeconfig.Name))
+		"kro runs in namespace %s on the workload cluster of secret %s/%s%s", w.Namespace, s.tenantNamespace, w.Kubeconfig.Name, grantedBy(w)))
 	return proceed, nil
 }
 
@@ -210,6 +222,9 @@ const DefaultKroTokenLifetime = 12 * time.Hour
 func (r *KroReconciler) reconcileKroCredential(ctx context.Context, s *scope) (result, error) {
 	if s.workload == nil {
 		return proceed, nil
+	}
+	if access := r.ControlPlanes.KroAccess(); access != nil {
+		return r.copyKroGrant(ctx, s, access)
 	}
 	lifetime := r.KroTokenLifetime
 	if lifetime <= 0 {

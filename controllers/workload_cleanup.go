@@ -34,6 +34,9 @@ func (r *KroReconciler) removeWorkloadLeftovers(ctx context.Context, s *scope, a
 // (access, when it works) and the tenant's namespace from the workload cluster: a
 // deletion, or a move to the ControlPlane.
 func (r *KroReconciler) leaveWorkloadCluster(ctx context.Context, s *scope, access *ControlPlaneAccess) (result, error) {
+	if err := r.withdrawKroAccess(ctx, s); err != nil {
+		return proceed, err
+	}
 	if access != nil {
 		if err := r.removeKroOnControlPlane(ctx, s, access); err != nil {
 			return proceed, err
@@ -47,7 +50,7 @@ func (r *KroReconciler) leaveWorkloadCluster(ctx context.Context, s *scope, acce
 // reason in DeletionBlocked) while the workload cluster does not answer; without a
 // kubeconfig for it there is nothing to reach.
 func (r *KroReconciler) removeWorkloadNamespaceIfReachable(ctx context.Context, s *scope) (result, error) {
-	w, err := r.ControlPlanes.WorkloadCluster(ctx, s.kro)
+	w, err := r.ControlPlanes.WorkloadCluster(ctx, s.kro, false)
 	na, notAvailable := asNotAvailable(err)
 	switch {
 	case notAvailable && na.Connecting:

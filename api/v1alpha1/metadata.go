@@ -49,6 +49,10 @@ const (
 	// the ControlPlane's TokenRequest answered: the API server may shorten or lengthen
 	// the lifetime the provider asked for.
 	AnnotationTokenExpires = LabelPrefix + "token-expires"
+	// AnnotationGrantVersion on the same secret, under openmcp, is the resourceVersion of
+	// the access secret openmcp wrote for kro's AccessRequest, which the credential was
+	// copied from: a rotation by openmcp changes it, and the copy is made again.
+	AnnotationGrantVersion = LabelPrefix + "grant-version"
 	// LabelManagedBy marks everything the provider creates.
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	// ManagedByValue is the value of LabelManagedBy.

@@ -331,6 +331,21 @@ func (p *Parts) Objects() []client.Object {
 	return objs
 }
 
+// BoundClusterRoles returns the names of the ClusterRoles that the ClusterRoleBindings
+// bind to a ServiceAccount (kro's), sorted and each once: what kro holds on the cluster
+// it reconciles.
+func (p *Parts) BoundClusterRoles() []string {
+	var names []string
+	for _, b := range p.ClusterRoleBindings {
+		if b.RoleRef.Kind != "ClusterRole" || !slices.ContainsFunc(b.Subjects, func(s rbacv1.Subject) bool { return s.Kind == rbacv1.ServiceAccountKind }) {
+			continue
+		}
+		names = append(names, b.RoleRef.Name)
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
 // CRDNames returns the names of the CRDs, in the order of p.CRDs, e.g. to wait for them
 // to be established.
 func (p *Parts) CRDNames() []string {

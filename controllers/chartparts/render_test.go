@@ -99,6 +99,9 @@ func TestRenderUnrestricted(t *testing.T) {
 			if ref := parts.ClusterRoleBindings[0].RoleRef; ref.Kind != "ClusterRole" || ref.Name != "kro-cluster-role" {
 				t.Errorf("binding refers to %+v", ref)
 			}
+			if got, want := parts.BoundClusterRoles(), []string{"kro-cluster-role"}; !slices.Equal(got, want) {
+				t.Errorf("BoundClusterRoles %v, want %v", got, want)
+			}
 			checkSubjects(t, parts)
 		})
 	}
@@ -132,6 +135,10 @@ func TestRenderAggregation(t *testing.T) {
 	}
 	if got, want := bindingNames(parts), []string{"kro:controller"}; !slices.Equal(got, want) {
 		t.Fatalf("ClusterRoleBindings %v, want %v", got, want)
+	}
+	// Bound is the aggregated role, so that roles aggregated into it later reach kro.
+	if got, want := parts.BoundClusterRoles(), []string{"kro:controller"}; !slices.Equal(got, want) {
+		t.Errorf("BoundClusterRoles %v, want %v", got, want)
 	}
 	checkSubjects(t, parts)
 }

@@ -61,7 +61,11 @@ var _ = Describe("under openmcp-operator", Ordered, Label("openmcp"), func() {
 		openmcpLogs = filepath.Join(logDir, "openmcp")
 		start := time.Now()
 		var err error
-		om, err = env.StartOpenMCP(suiteCtx, env.OpenMCPOptions{Dir: openmcpLogs, Log: GinkgoWriter, ControlPlanes: []string{cpName}})
+		cpNames := []string{cpName}
+		for _, t := range openmcpWorkloadTenants {
+			cpNames = append(cpNames, t.Name)
+		}
+		om, err = env.StartOpenMCP(suiteCtx, env.OpenMCPOptions{Dir: openmcpLogs, Log: GinkgoWriter, ControlPlanes: cpNames, WorkloadCluster: "workload-1"})
 		DeferCleanup(func() {
 			if err := om.Stop(); err != nil {
 				fmt.Fprintf(GinkgoWriter, "stopping the openmcp environment: %v\n", err)
@@ -284,6 +288,11 @@ var _ = Describe("under openmcp-operator", Ordered, Label("openmcp"), func() {
 			err := platform.Get(suiteCtx, client.ObjectKey{Name: platformNS}, &corev1.Namespace{})
 			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "namespace %s: %v", platformNS, err)
 		})
+	})
+
+	openmcpWorkloadSpecs(openmcpKit{
+		om: func() *env.OpenMCPEnv { return om }, providerName: providerName,
+		onboarding: func() client.Client { return onboarding }, platform: func() client.Client { return platform },
 	})
 })
 

@@ -28,11 +28,16 @@
 //     widens nothing).
 //   - AccessRequests (openmcp mode): the provider applies one per ControlPlane in its
 //     tenant namespace, watches its own by label and deletes it with the Kro.
+//   - AccessRequests (openmcp mode, WorkloadCluster placement): one for the workload
+//     cluster and one for kro's own access to the ControlPlane, created, updated when
+//     kro's ClusterRoles change, and deleted when kro leaves the workload cluster.
 //   - ClusterRequests and Clusters (openmcp mode): a Kro's deletion reads them to tell a
 //     ControlPlane that is gone or being deleted, which is dropped without an uninstall,
 //     from one whose access merely does not work. ClusterRequests are watched (one per
 //     ControlPlane), so that one being deleted brings the Kro back; the granted Cluster
-//     is read uncached (get only).
+//     is read uncached (get only). A Kro placed on a workload cluster has a
+//     ClusterRequest of purpose workload of the provider's: created with it, deleted
+//     when kro leaves the workload cluster.
 //   - OCIRepositories and HelmReleases: applied, watched and deleted in tenant
 //     namespaces; get for the uncached reads that tell one the provider made from one of
 //     the same name someone else made (the cache shows only the provider's), before
@@ -56,7 +61,7 @@ package platform
 // +kubebuilder:rbac:groups="",resources=configmaps;serviceaccounts,verbs=list
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=clusters.openmcp.cloud,resources=accessrequests,verbs=get;list;watch;create;patch;delete
-// +kubebuilder:rbac:groups=clusters.openmcp.cloud,resources=clusterrequests,verbs=list;watch
+// +kubebuilder:rbac:groups=clusters.openmcp.cloud,resources=clusterrequests,verbs=list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=clusters.openmcp.cloud,resources=clusters,verbs=get
 // +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=ocirepositories,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch;create;patch;delete

@@ -29,6 +29,9 @@ type OpenMCPOptions struct {
 	ControlPlanes []string
 	// ImageTag is the tag the provider image is pushed with; default "e2e".
 	ImageTag string
+	// WorkloadCluster names a kwok cluster the cluster provider hands out for every
+	// ClusterRequest of purpose workload (one Cluster that all share); none when empty.
+	WorkloadCluster string
 }
 
 // OpenMCPEnv is an environment in which OpenControlPlane's own openmcp-operator v1.3.0
@@ -46,6 +49,8 @@ type OpenMCPEnv struct {
 	Platform   *Cluster
 	// ControlPlanes are the clusters the ClusterProvider hands out, by name.
 	ControlPlanes []*Cluster
+	// Workload is the workload cluster (OpenMCPOptions.WorkloadCluster), or nil.
+	Workload *Cluster
 	Registry      *testenv.OCIRegistry
 	ChartURL      string
 	// Image is the provider image's reference in the registry.
@@ -103,13 +108,20 @@ func StartOpenMCP(ctx context.Context, opts OpenMCPOptions) (_ *OpenMCPEnv, err 
 	}); err != nil {
 		return nil, err
 	}
-	pc, err := startProcessClusters(ctx, opts.Log, filepath.Join(dir, "env"), opts.ControlPlanes)
+	names := opts.ControlPlanes
+	if opts.WorkloadCluster != "" {
+		names = append(slices.Clone(names), opts.WorkloadCluster)
+	}
+	pc, err := startProcessClusters(ctx, opts.Log, filepath.Join(dir, "env"), names)
 	if err != nil {
 		return nil, err
 	}
 	e.stopBackend = pc.stop
 	e.Timings = append(e.Timings, pc.timings...)
 	e.Platform, e.Onboarding, e.ControlPlanes = pc.platform, pc.onboarding, pc.controlPlanes
+	if opts.WorkloadCluster != "" {
+		e.Workload, e.ControlPlanes = e.ControlPlanes[len(e.ControlPlanes)-1], e.ControlPlanes[:len(e.ControlPlanes)-1]
+	}
 	e.Registry, e.ChartURL = pc.registry, pc.chartURL
 
 	if err := e.step("push provider image", func() error {
@@ -140,12 +152,16 @@ func StartOpenMCP(ctx context.Context, opts OpenMCPOptions) (_ *OpenMCPEnv, err 
 			Platform: e.Platform.Config, PlatformKubeconfig: e.Platform.Kubeconfig,
 			Config: testenv.SchedulerConfig, Dir: filepath.Join(dir, "openmcp"),
 			BeforeMCP: func(ctx context.Context) error {
-				e.ClusterProvider, err = testenv.StartClusterProvider(ctx, testenv.ClusterProviderOptions{
+				cpo := testenv.ClusterProviderOptions{
 					Platform:      e.Platform.Config,
 					Onboarding:    testenv.TargetCluster{Name: "onboarding", Config: e.Onboarding.Config},
 					ControlPlanes: cps,
 					Log:           opts.Log,
-				})
+				}
+				if e.Workload != nil {
+					cpo.Workload = testenv.TargetCluster{Name: e.Workload.Name, Config: e.Workload.Config}
+				}
+				e.ClusterProvider, err = testenv.StartClusterProvider(ctx, cpo)
 				return err
 			},
 		})
@@ -184,6 +200,17 @@ func (e *OpenMCPEnv) StartKroController(ctx context.Context, cp *Cluster) error 
 // StopKroController stops kro's controller of a ControlPlane, if it runs.
 func (e *OpenMCPEnv) StopKroController(name string) error {
 	return e.kros.stop(name)
+}
+
+// StartKroControllerOnWorkload runs kro's controller for cp as it runs on the workload
+// cluster: with the credential the provider wrote there (StartKroControllerWithCredential).
+func (e *OpenMCPEnv) StartKroControllerOnWorkload(ctx context.Context, cp *Cluster, tenant client.ObjectKey) error {
+	return startKroControllerWithCredential(ctx, e.log, e.Dir, &e.kros, cp, e.Workload, tenant)
+}
+
+// StopKroControllerOnWorkload stops the controller StartKroControllerOnWorkload started.
+func (e *OpenMCPEnv) StopKroControllerOnWorkload(cp *Cluster) error {
+	return e.kros.stop(cp.Name + "-workload")
 }
 
 // Stop stops everything: the kubelet (and with it the provider's processes), openmcp,

@@ -3,6 +3,7 @@ package env
 import (
 	"context"
 	"fmt"
+	"io"
 	"path/filepath"
 	"time"
 
@@ -59,13 +60,17 @@ func WorkloadNamespace(cp *ControlPlane) (string, error) {
 // KroCredential reads the credential the provider wrote for cp's kro on wc: the
 // kubeconfig and the files it names.
 func KroCredential(ctx context.Context, cp, wc *ControlPlane) (kubeconfig []byte, files map[string][]byte, err error) {
-	ns, err := WorkloadNamespace(cp)
+	return kroCredential(ctx, wc.Client, wc.Name, client.ObjectKey{Namespace: cp.Namespace, Name: cp.Name})
+}
+
+func kroCredential(ctx context.Context, wc client.Client, wcName string, tenant client.ObjectKey) (kubeconfig []byte, files map[string][]byte, err error) {
+	ns, err := controllers.WorkloadNamespace(tenant)
 	if err != nil {
 		return nil, nil, err
 	}
 	secret := &corev1.Secret{}
-	if err := wc.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.KroCredentialSecretName}, secret); err != nil {
-		return nil, nil, fmt.Errorf("reading kro's credential on workload cluster %s: %w", wc.Name, err)
+	if err := wc.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.KroCredentialSecretName}, secret); err != nil {
+		return nil, nil, fmt.Errorf("reading kro's credential on workload cluster %s: %w", wcName, err)
 	}
 	files = map[string][]byte{}
 	for k, v := range secret.Data {
@@ -84,21 +89,27 @@ func (e *Env) StartKroControllerOnWorkload(ctx context.Context, cp, wc *ControlP
 	if e.Backend != BackendProcess {
 		return errNotOnThisBackend
 	}
+	return startKroControllerWithCredential(ctx, e.log, e.Dir, &e.kros, &cp.Cluster, &wc.Cluster, client.ObjectKey{Namespace: cp.Namespace, Name: cp.Name})
+}
+
+// startKroControllerWithCredential runs kro's controller for the ControlPlane cp of
+// tenant with the credential the provider wrote on the workload cluster wc.
+func startKroControllerWithCredential(ctx context.Context, log io.Writer, dir string, kros *kroControllers, cp, wc *Cluster, tenant client.ObjectKey) error {
 	if err := testenv.WaitForCRD(ctx, cp.Client, RGDCRD, time.Second); err != nil {
 		return fmt.Errorf("%s: %w", cp.Name, err)
 	}
-	kubeconfig, files, err := KroCredential(ctx, cp, wc)
+	kubeconfig, files, err := kroCredential(ctx, wc.Client, wc.Name, tenant)
 	if err != nil {
 		return err
 	}
 	name := cp.Name + "-workload"
-	p, err := testenv.StartKroController(ctx, e.log, testenv.KroControllerOptions{
-		Name: "kro-controller-" + name, Kubeconfig: kubeconfig, Files: files, Dir: filepath.Join(e.Dir, "kro", name),
+	p, err := testenv.StartKroController(ctx, log, testenv.KroControllerOptions{
+		Name: "kro-controller-" + name, Kubeconfig: kubeconfig, Files: files, Dir: filepath.Join(dir, "kro", name),
 	})
 	if err != nil {
 		return err
 	}
-	return e.kros.add(name, p)
+	return kros.add(name, p)
 }
 
 // StopKroControllerOnWorkload stops the controller StartKroControllerOnWorkload started.
