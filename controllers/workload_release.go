@@ -42,6 +42,9 @@ func placeOnWorkloadCluster(hr *helmv2.HelmRelease, w *WorkloadClusterAccess, ch
 	hr.Spec.TargetNamespace = w.Namespace
 	hr.Spec.StorageNamespace = w.Namespace
 	hr.Spec.Install.CRDs = helmv2.Skip
+	// The provider makes the namespace before the release (with kro's credential in it),
+	// and may not create namespaces where openmcp confines it to that one.
+	hr.Spec.Install.CreateNamespace = false
 	hr.Spec.Upgrade.CRDs = helmv2.Skip
 	values, err := workloadValues(hr.Spec.Values, chartHasExtras)
 	if err != nil {

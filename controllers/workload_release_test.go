@@ -40,6 +40,7 @@ func TestWorkloadReleaseTargetsTheTenantsNamespace(t *testing.T) {
 	g.Expect(hr.Spec.StorageNamespace).To(Equal(ns))
 	g.Expect(hr.Spec.KubeConfig.SecretRef.Name).To(Equal("workload"))
 	g.Expect(hr.Spec.Install.CRDs).To(Equal(helmv2.Skip), "kro's CRDs belong on the ControlPlane")
+	g.Expect(hr.Spec.Install.CreateNamespace).To(BeFalse(), "the provider makes the namespace; under openmcp it may make no other")
 	g.Expect(hr.Spec.Upgrade.CRDs).To(Equal(helmv2.Skip))
 
 	other, _ := workloadTestRelease(g, "", true)

@@ -335,4 +335,3 @@ func (p *ClusterProvider) targetConfig(name string) *rest.Config {
 	}
 	return nil
 }
-

@@ -51,8 +51,8 @@ type OpenMCPEnv struct {
 	ControlPlanes []*Cluster
 	// Workload is the workload cluster (OpenMCPOptions.WorkloadCluster), or nil.
 	Workload *Cluster
-	Registry      *testenv.OCIRegistry
-	ChartURL      string
+	Registry *testenv.OCIRegistry
+	ChartURL string
 	// Image is the provider image's reference in the registry.
 	Image string
 	// PullSecretName is the registry's credentials in openmcp's namespace (the provider's
