@@ -21,6 +21,7 @@ import (
 // reconcileOCIRepository applies the chart source and reports its readiness.
 func (r *KroReconciler) reconcileOCIRepository(ctx context.Context, s *scope) (result, error) {
 	repo := newOCIRepository(s.kro, r.ProviderName, s.tenantNamespace, s.version, s.chartSecret, s.pollInterval)
+	labelFluxShard(repo, s.fluxShard)
 	owned, err := applyOwned(ctx, r.Platform, r.PlatformReader, repo, &sourcev1.OCIRepository{}, func(current client.Object) (bool, error) {
 		return true, stampInstall(repo, current)
 	})
@@ -74,6 +75,7 @@ func (r *KroReconciler) observeControlPlane(ctx context.Context, s *scope) (resu
 // (releaseWaitsForSource); the HelmRelease as it is is reported meanwhile.
 func (r *KroReconciler) reconcileHelmRelease(ctx context.Context, s *scope) (result, error) {
 	hr := newHelmRelease(s.kro, r.ProviderName, s.tenantNamespace, s.version, s.access.Kubeconfig, s.pollInterval)
+	labelFluxShard(hr, s.fluxShard)
 	if s.workload != nil {
 		if err := placeOnWorkloadCluster(hr, s.workload, s.chartExtras); err != nil {
 			return proceed, err

@@ -102,6 +102,8 @@ type scope struct {
 	obs                observation
 	// pollInterval is the ProviderConfig's, the safety net behind the watches.
 	pollInterval time.Duration
+	// fluxShard is the key of the Flux shard for the Kro's Flux objects (fluxshards.go).
+	fluxShard string
 
 	version      *v1alpha1.KroVersion
 	sources      map[string]*corev1.Secret

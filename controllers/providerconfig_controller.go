@@ -347,6 +347,7 @@ func providerConfigStatus(pc *v1alpha1.ProviderConfig, obs providerConfigObserva
 			versions[at].Ready++
 		}
 	}
+	st.FluxShards = fluxShardCounts(pc.Spec.FluxShards, obs.kros)
 	recheck := planRollouts(pc, obs, versions)
 	st.Versions = versions
 	if len(st.Versions) == 0 {

@@ -92,9 +92,11 @@ func (r *KroReconciler) reconcileImagePullSecrets(ctx context.Context, s *scope)
 	site := s.site
 	c := site.cluster.GetClient()
 	if len(s.imageSecrets) > 0 {
-		err := ensureNamespace(ctx, c, site.namespace, nil)
+		var err error
 		if s.workload != nil {
 			err = r.ensureWorkloadNamespace(ctx, s)
+		} else {
+			err = ensureNamespace(ctx, c, site.namespace, nil)
 		}
 		if err != nil {
 			return proceed, err

@@ -53,6 +53,9 @@ const (
 	// the access secret openmcp wrote for kro's AccessRequest, which the credential was
 	// copied from: a rotation by openmcp changes it, and the copy is made again.
 	AnnotationGrantVersion = LabelPrefix + "grant-version"
+	// LabelFluxShard is Flux's sharding label: the key of the Flux controller shard that
+	// reconciles an object (spec.fluxShards).
+	LabelFluxShard = "sharding.fluxcd.io/key"
 	// LabelManagedBy marks everything the provider creates.
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	// ManagedByValue is the value of LabelManagedBy.

@@ -32,6 +32,23 @@ type ProviderConfigSpec struct {
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10s') && duration(self) <= duration('24h')",message="pollInterval must be between 10s and 24h"
 	PollInterval *metav1.Duration `json:"pollInterval,omitempty"`
 
+	// FluxShards are the keys of Flux's controller shards that install kro for the Kros.
+	// Each Kro's OCIRepository and HelmRelease carry the label sharding.fluxcd.io/key
+	// with one of these keys, chosen by a stable hash of its ControlPlane (rendezvous
+	// hashing): adding or removing a key moves only the Kros whose key changes, and
+	// Flux's shard controllers take them over without reinstalling kro. Run a
+	// source-controller and helm-controller pair per key, each with
+	// --watch-label-selector=sharding.fluxcd.io/key=<key>, and the unsharded controllers
+	// with --watch-label-selector='!sharding.fluxcd.io/key'. Empty: no label, every
+	// Kro on the unsharded controllers.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`
+	FluxShards []string `json:"fluxShards,omitempty"`
+
 	// Rollout, when set, rolls a change of a version's artifacts (chart URL, chart
 	// version, chart pull secret, helmValues) out to the Kros on that version a few at a
 	// time, checking each before the next, and pauses when too many fail. Without it a
@@ -182,6 +199,28 @@ type ProviderConfigStatus struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	UnknownVersionKros int32 `json:"unknownVersionKros"`
+
+	// FluxShards counts, for each key of spec.fluxShards in its order, the Kros whose
+	// Flux objects that shard's controllers reconcile.
+	// +optional
+	// +listType=map
+	// +listMapKey=key
+	// +kubebuilder:validation:MaxItems=64
+	FluxShards []FluxShardStatus `json:"fluxShards,omitempty"`
+}
+
+// FluxShardStatus counts the Kros on one Flux shard.
+type FluxShardStatus struct {
+	// Key is a spec.fluxShards[] key.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Key string `json:"key"`
+
+	// Kros is how many Kros that shard installs kro for.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Kros int32 `json:"kros"`
 }
 
 // VersionStatus counts the Kros that select one version.

@@ -181,7 +181,7 @@ func rolloutFaultSpecs(k rolloutKit) {
 // startRolloutEnv brings up an environment of its own for rollout specs (process backend
 // only, like the other labelled environments), stopped when the container ends, and
 // records its bring-up time under what.
-func startRolloutEnv(dir, what string, refs []env.ControlPlaneRef) *env.Env {
+func startRolloutEnv(dir, what string, refs []env.ControlPlaneRef, with ...func(*env.Options)) *env.Env {
 	GinkgoHelper()
 	backend, err := env.BackendFromEnvironment()
 	Expect(err).NotTo(HaveOccurred())
@@ -189,9 +189,11 @@ func startRolloutEnv(dir, what string, refs []env.ControlPlaneRef) *env.Env {
 		Skip("the rollout specs run with the process backend only, like the other labelled environments")
 	}
 	start := time.Now()
-	se, err := env.Start(suiteCtx, env.Options{
-		Dir: filepath.Join(logDir, dir), Log: GinkgoWriter, Backend: backend, ControlPlanes: refs,
-	})
+	opts := env.Options{Dir: filepath.Join(logDir, dir), Log: GinkgoWriter, Backend: backend, ControlPlanes: refs}
+	for _, f := range with {
+		f(&opts)
+	}
+	se, err := env.Start(suiteCtx, opts)
 	DeferCleanup(func() {
 		if err := se.Stop(); err != nil {
 			fmt.Fprintf(GinkgoWriter, "stopping the %s environment: %v\n", what, err)

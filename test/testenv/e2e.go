@@ -34,6 +34,8 @@ type E2EOptions struct {
 	ChartRepository string
 	// KroChartVersions to publish; default KroChartVersions.
 	KroChartVersions []string
+	// FluxWatchLabelSelector is Flux's --watch-label-selector (FluxOptions).
+	FluxWatchLabelSelector string
 }
 
 // E2E is the whole end-to-end environment: a platform cluster running Flux, a TLS
@@ -128,9 +130,10 @@ func StartE2E(ctx context.Context, log io.Writer, opts E2EOptions) (_ *E2E, err 
 	}
 	if err := step("flux", func() error {
 		e.Flux, err = StartFlux(ctx, log, FluxOptions{
-			Kubeconfig: e.Platform.Kubeconfig,
-			Dir:        filepath.Join(opts.Dir, "flux"),
-			CAs:        [][]byte{e.Registry.CA.CertPEM},
+			Kubeconfig:         e.Platform.Kubeconfig,
+			Dir:                filepath.Join(opts.Dir, "flux"),
+			CAs:                [][]byte{e.Registry.CA.CertPEM},
+			WatchLabelSelector: opts.FluxWatchLabelSelector,
 		})
 		return err
 	}); err != nil {

@@ -28,6 +28,10 @@ type FluxOptions struct {
 	// CAs are PEM certificates the controllers trust besides the system bundle, e.g.
 	// an OCIRegistry's CA.CertPEM.
 	CAs [][]byte
+	// WatchLabelSelector, when set, is both controllers' --watch-label-selector: Flux's
+	// sharding (a shard: "sharding.fluxcd.io/key=<key>"; the unsharded controllers beside
+	// shards: "!sharding.fluxcd.io/key").
+	WatchLabelSelector string
 }
 
 // Flux is a Flux source-controller and helm-controller running as processes.
@@ -82,24 +86,28 @@ func StartFlux(ctx context.Context, log io.Writer, opts FluxOptions) (*Flux, err
 		SourceController.Name: "http://" + addrs[1] + "/readyz",
 		HelmController.Name:   "http://" + addrs[4] + "/readyz",
 	}}
-	f.SourceController, err = StartProcess("source-controller", opts.Dir, env, paths[SourceController.Name],
+	var selector []string
+	if opts.WatchLabelSelector != "" {
+		selector = []string{"--watch-label-selector=" + opts.WatchLabelSelector}
+	}
+	f.SourceController, err = StartProcess("source-controller", opts.Dir, env, paths[SourceController.Name], append([]string{
 		"--enable-leader-election=false",
-		"--metrics-addr="+addrs[0],
-		"--health-addr="+addrs[1],
-		"--storage-path="+storage,
-		"--storage-addr="+addrs[2],
-		"--storage-adv-addr="+addrs[2],
+		"--metrics-addr=" + addrs[0],
+		"--health-addr=" + addrs[1],
+		"--storage-path=" + storage,
+		"--storage-addr=" + addrs[2],
+		"--storage-adv-addr=" + addrs[2],
 		"--log-level=debug",
-	)
+	}, selector...)...)
 	if err != nil {
 		return nil, err
 	}
-	f.HelmController, err = StartProcess("helm-controller", opts.Dir, env, paths[HelmController.Name],
+	f.HelmController, err = StartProcess("helm-controller", opts.Dir, env, paths[HelmController.Name], append([]string{
 		"--enable-leader-election=false",
-		"--metrics-addr="+addrs[3],
-		"--health-addr="+addrs[4],
+		"--metrics-addr=" + addrs[3],
+		"--health-addr=" + addrs[4],
 		"--log-level=debug",
-	)
+	}, selector...)...)
 	if err != nil {
 		_ = f.Stop()
 		return nil, err

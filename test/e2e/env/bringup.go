@@ -47,12 +47,13 @@ type processClusters struct {
 	te *testenv.E2E
 }
 
-func startProcessClusters(ctx context.Context, log io.Writer, dir string, controlPlanes []string) (*processClusters, error) {
+func startProcessClusters(ctx context.Context, log io.Writer, dir string, controlPlanes []string, fluxSelector string) (*processClusters, error) {
 	start := time.Now()
 	te, err := testenv.StartE2E(ctx, log, testenv.E2EOptions{
-		Dir:           dir,
-		OtherClusters: []testenv.ClusterOptions{{Name: "onboarding"}},
-		ControlPlanes: controlPlanes,
+		Dir:                    dir,
+		OtherClusters:          []testenv.ClusterOptions{{Name: "onboarding"}},
+		ControlPlanes:          controlPlanes,
+		FluxWatchLabelSelector: fluxSelector,
 	})
 	if err != nil {
 		return nil, err

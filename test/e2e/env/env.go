@@ -104,6 +104,9 @@ type Options struct {
 	// ProviderArgs are more flags for `service-provider-kro run`, after the environment's
 	// own (e.g. "--access-grace-period=20s").
 	ProviderArgs []string
+	// FluxWatchLabelSelector is the --watch-label-selector of the environment's Flux
+	// controllers (process backend), e.g. "!sharding.fluxcd.io/key" beside Flux shards.
+	FluxWatchLabelSelector string
 }
 
 // Cluster is one cluster of the environment.
@@ -150,6 +153,7 @@ type Env struct {
 	providerMetrics, probeAt string
 	providerArgs             []string
 	replicas                 []*Replica
+	fluxShards               []*testenv.Flux
 }
 
 // Start builds what is missing and starts the whole environment: the clusters, the
@@ -240,7 +244,7 @@ func (e *Env) startProcessBackend(ctx context.Context, opts Options) error {
 	for _, cp := range opts.ControlPlanes {
 		names = append(names, cp.Name)
 	}
-	pc, err := startProcessClusters(ctx, opts.Log, filepath.Join(e.Dir, "env"), names)
+	pc, err := startProcessClusters(ctx, opts.Log, filepath.Join(e.Dir, "env"), names, opts.FluxWatchLabelSelector)
 	if err != nil {
 		return err
 	}
@@ -460,6 +464,9 @@ func (e *Env) Stop() error {
 		errs := []error{e.Provider.Stop(), e.kros.stopAll()}
 		for _, r := range e.replicas {
 			errs = append(errs, r.Process.Stop())
+		}
+		for _, f := range e.fluxShards {
+			errs = append(errs, f.Stop())
 		}
 		if e.stopBackend != nil {
 			errs = append(errs, e.stopBackend())

@@ -112,7 +112,7 @@ func StartOpenMCP(ctx context.Context, opts OpenMCPOptions) (_ *OpenMCPEnv, err 
 	if opts.WorkloadCluster != "" {
 		names = append(slices.Clone(names), opts.WorkloadCluster)
 	}
-	pc, err := startProcessClusters(ctx, opts.Log, filepath.Join(dir, "env"), names)
+	pc, err := startProcessClusters(ctx, opts.Log, filepath.Join(dir, "env"), names, "")
 	if err != nil {
 		return nil, err
 	}

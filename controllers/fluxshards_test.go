@@ -1,0 +1,102 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+)
+
+func TestFluxShards(t *testing.T) {
+	g := NewWithT(t)
+	kros := make([]v1alpha1.Kro, 300)
+	for i := range kros {
+		kros[i].ObjectMeta = metav1.ObjectMeta{Namespace: fmt.Sprintf("team-%d", i), Name: "cp"}
+	}
+	two := []string{"a", "b"}
+	three := []string{"a", "b", "c"}
+
+	g.Expect(fluxShardOf(&kros[0], nil)).To(BeEmpty(), "no shards, no key")
+	g.Expect(fluxShardCounts(nil, kros)).To(BeNil())
+
+	counts := fluxShardCounts(three, kros)
+	g.Expect(counts).To(HaveLen(3))
+	total := int32(0)
+	for i, c := range counts {
+		g.Expect(c.Key).To(Equal(three[i]), "in the order of the keys")
+		g.Expect(c.Kros).To(BeNumerically(">", 60), "an even spread: %+v", counts)
+		total += c.Kros
+	}
+	g.Expect(total).To(BeEquivalentTo(len(kros)))
+
+	moved := 0
+	for i := range kros {
+		before, after := fluxShardOf(&kros[i], two), fluxShardOf(&kros[i], three)
+		if before != after {
+			g.Expect(after).To(Equal("c"), "adding a key moves Kros to it only")
+			moved++
+		}
+		g.Expect(fluxShardOf(&kros[i], []string{"b", "a"})).To(Equal(before), "the keys' order does not matter")
+	}
+	g.Expect(moved).To(BeNumerically("~", len(kros)/3, len(kros)/10), "about 1/n move")
+
+	hr := newHelmRelease(&kros[0], providerName, "t", &v1alpha1.KroVersion{Version: "v1", ChartVersion: "0.9.4"}, SecretKey{Name: "k", Key: "kubeconfig"}, 0)
+	labelFluxShard(hr, "")
+	g.Expect(hr.Labels).NotTo(HaveKey(v1alpha1.LabelFluxShard))
+	labelFluxShard(hr, "b")
+	g.Expect(hr.Labels).To(HaveKeyWithValue(v1alpha1.LabelFluxShard, "b"))
+	g.Expect(hr.Labels).To(HaveKeyWithValue(v1alpha1.LabelManagedBy, v1alpha1.ManagedByValue), "the provider's labels stay")
+}
+
+// TestFluxShardLabels: the ProviderConfig's fluxShards label a Ready Kro's Flux objects
+// with its key and count it in the status; removing them removes the label again, and
+// neither change makes Flux install kro again.
+func TestFluxShardLabels(t *testing.T) {
+	g := withClusters(t)
+	ctx := context.Background()
+	k := readyKro(t, g, newNamespace(t, g), "cp-1", baseVersion)
+	installed := len(getHelmRelease(g, k).Status.History)
+	setFluxShards := func(g Gomega, keys ...string) {
+		g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			pc := &v1alpha1.ProviderConfig{}
+			if err := platform.Client.Get(ctx, client.ObjectKey{Name: providerName}, pc); err != nil {
+				return err
+			}
+			pc.Spec.FluxShards = keys
+			return platform.Client.Update(ctx, pc)
+		})).To(Succeed())
+	}
+	t.Cleanup(func() { setFluxShards(NewWithT(t)) })
+	shardLabels := func(g Gomega) (string, string) {
+		return getOCIRepository(g, k).Labels[v1alpha1.LabelFluxShard], getHelmRelease(g, k).Labels[v1alpha1.LabelFluxShard]
+	}
+
+	keys := []string{"shard-a", "shard-b"}
+	setFluxShards(g, keys...)
+	want := fluxShardOf(k, keys)
+	g.Eventually(func(g Gomega) {
+		repo, hr := shardLabels(g)
+		g.Expect(repo).To(Equal(want))
+		g.Expect(hr).To(Equal(want))
+		pc := &v1alpha1.ProviderConfig{}
+		g.Expect(platform.Client.Get(ctx, client.ObjectKey{Name: providerName}, pc)).To(Succeed())
+		g.Expect(pc.Status.FluxShards).To(HaveLen(2))
+		g.Expect(pc.Status.FluxShards[0].Key).To(Equal("shard-a"))
+		g.Expect(pc.Status.FluxShards[0].Kros + pc.Status.FluxShards[1].Kros).To(Equal(pc.Status.Kros))
+	}, timeout, interval).Should(Succeed())
+
+	setFluxShards(g)
+	g.Eventually(func(g Gomega) {
+		repo, hr := shardLabels(g)
+		g.Expect(repo).To(BeEmpty())
+		g.Expect(hr).To(BeEmpty())
+	}, timeout, interval).Should(Succeed())
+	fluxReady(g, getHelmRelease(g, k), metav1.ConditionTrue, "")
+	g.Expect(getHelmRelease(g, k).Status.History).To(HaveLen(installed), "kro is not installed again")
+}
