@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
@@ -23,6 +24,7 @@ func (r *KroReconciler) reconcileOCIRepository(ctx context.Context, s *scope) (r
 	repo := newOCIRepository(s.kro, r.ProviderName, s.tenantNamespace, s.version, s.chartSecret, s.pollInterval)
 	labelFluxShard(repo, s.fluxShard)
 	owned, err := applyOwned(ctx, r.Platform, r.PlatformReader, repo, &sourcev1.OCIRepository{}, func(current client.Object) (bool, error) {
+		moveSourceShard(repo, current, s.fluxShard, time.Now())
 		return true, stampInstall(repo, current)
 	})
 	if err != nil {
@@ -85,6 +87,7 @@ func (r *KroReconciler) reconcileHelmRelease(ctx context.Context, s *scope) (res
 		return proceed, err
 	}
 	owned, err := applyOwned(ctx, r.Platform, r.PlatformReader, hr, &helmv2.HelmRelease{}, func(current client.Object) (bool, error) {
+		holdReleaseShard(hr, current, s.repo, s.fluxShard)
 		if err := stampInstall(hr, current); err != nil {
 			return false, err
 		}

@@ -4,6 +4,10 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
+
+	"github.com/fluxcd/pkg/apis/meta"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -99,4 +103,44 @@ func TestFluxShardLabels(t *testing.T) {
 	}, timeout, interval).Should(Succeed())
 	fluxReady(g, getHelmRelease(g, k), metav1.ConditionTrue, "")
 	g.Expect(getHelmRelease(g, k).Status.History).To(HaveLen(installed), "kro is not installed again")
+}
+
+// TestShardMoveGoesSourceFirst: a move asks the source's new shard to reconcile it, and
+// the HelmRelease follows only once that shard has handled the request.
+func TestShardMoveGoesSourceFirst(t *testing.T) {
+	g := NewWithT(t)
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	labelled := func(key string, annotations map[string]string) *sourcev1.OCIRepository {
+		o := &sourcev1.OCIRepository{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{}, Annotations: annotations}}
+		labelFluxShard(o, key)
+		return o
+	}
+
+	desired := labelled("b", nil)
+	moveSourceShard(desired, nil, "b", now)
+	g.Expect(desired.Annotations).NotTo(HaveKey(meta.ReconcileRequestAnnotation), "a new source needs no request")
+	moveSourceShard(desired, labelled("a", nil), "b", now)
+	request := desired.Annotations[meta.ReconcileRequestAnnotation]
+	g.Expect(request).To(Equal("shard-move/b/2026-12-02T12:00:00Z"))
+	later := labelled("b", nil)
+	moveSourceShard(later, labelled("b", map[string]string{meta.ReconcileRequestAnnotation: request}), "b", now.Add(time.Hour))
+	g.Expect(later.Annotations).To(HaveKeyWithValue(meta.ReconcileRequestAnnotation, request), "the request stays as it was")
+	other := labelled("b", nil)
+	moveSourceShard(other, labelled("b", map[string]string{meta.ReconcileRequestAnnotation: "by-hand"}), "b", now)
+	g.Expect(other.Annotations).NotTo(HaveKey(meta.ReconcileRequestAnnotation), "someone else's request is not the provider's")
+
+	repo := labelled("b", nil)
+	hr := labelled("b", nil)
+	holdReleaseShard(hr, labelled("a", nil), repo, "b")
+	g.Expect(hr.Labels).To(HaveKeyWithValue(v1alpha1.LabelFluxShard, "a"), "held on its shard while the source's new shard has not answered")
+	repo.Status.LastHandledReconcileAt = request
+	hr = labelled("b", nil)
+	holdReleaseShard(hr, labelled("a", nil), repo, "b")
+	g.Expect(hr.Labels).To(HaveKeyWithValue(v1alpha1.LabelFluxShard, "b"))
+	unsharded := labelled("", nil)
+	holdReleaseShard(unsharded, labelled("", nil), repo, "")
+	g.Expect(unsharded.Labels).NotTo(HaveKey(v1alpha1.LabelFluxShard))
+	toShard := labelled("c", nil)
+	holdReleaseShard(toShard, labelled("", nil), repo, "c")
+	g.Expect(toShard.Labels).NotTo(HaveKey(v1alpha1.LabelFluxShard), "held on the unsharded controllers")
 }

@@ -49,17 +49,28 @@ var _ = Describe("Flux shards", Ordered, Label("fluxshards"), func() {
 		g.Expect(hr.Labels[v1alpha1.LabelFluxShard]).To(Equal(repo.Labels[v1alpha1.LabelFluxShard]), "OCIRepository and HelmRelease on one shard")
 		return hr.Labels[v1alpha1.LabelFluxShard]
 	}
-	expectShards := func(want map[string]string, counts []v1alpha1.FluxShardStatus) {
+	// expectShards waits for the tenants to be on the shards want names and the status to
+	// count them; during a move, a Kro whose HelmRelease turns not Ready on the way fails it.
+	expectShards := func(moving bool, want map[string]string, counts []v1alpha1.FluxShardStatus) {
 		GinkgoHelper()
+		var notReady []string
 		eventually(2*time.Minute, func(g Gomega) {
 			for _, cp := range cps {
+				if kro := getKroIn(g, se, cp); moving && condition(kro, v1alpha1.ConditionHelmReleaseReady).Status == metav1.ConditionFalse {
+					notReady = append(notReady, describeKro(kro))
+				}
+			}
+			for _, cp := range cps {
 				g.Expect(shardOf(g, cp)).To(Equal(want[cp.Name]), cp.Name)
-				expectReady(g, cp, "0.9.4")
+				kro := getKroIn(g, se, cp)
+				g.Expect(kro.Status.Phase).To(Equal(v1alpha1.PhaseReady), describeKro(kro))
+				g.Expect(kro.Status.ObservedGeneration).To(Equal(kro.Generation), describeKro(kro))
 			}
 			pc := &v1alpha1.ProviderConfig{}
 			g.Expect(se.Platform.Client.Get(suiteCtx, client.ObjectKey{Name: se.ProviderName}, pc)).To(Succeed())
 			g.Expect(pc.Status.FluxShards).To(Equal(counts))
 		})
+		Expect(notReady).To(BeEmpty(), "a move between shards keeps kro's release Ready")
 	}
 	// releases are the Helm release secrets of kro on the ControlPlane: one revision means
 	// kro was installed once and never upgraded or reinstalled.
@@ -115,7 +126,7 @@ var _ = Describe("Flux shards", Ordered, Label("fluxshards"), func() {
 				kro.Spec.Version = "v0.9.4"
 				Expect(se.Onboarding.Client.Create(suiteCtx, kro)).To(Succeed())
 			}
-			expectShards(map[string]string{"fs-1": shardA, "fs-2": shardA}, []v1alpha1.FluxShardStatus{{Key: shardA, Kros: 2}})
+			expectShards(false, map[string]string{"fs-1": shardA, "fs-2": shardA}, []v1alpha1.FluxShardStatus{{Key: shardA, Kros: 2}})
 		})
 		for _, cp := range cps {
 			Expect(releases(cp)).To(HaveLen(1), "%s: kro installed once", cp.Name)
@@ -134,7 +145,7 @@ var _ = Describe("Flux shards", Ordered, Label("fluxshards"), func() {
 		}
 		measure("fluxshards: shard-b added → fs-1 moved", func() {
 			setShards(shardA, shardB)
-			expectShards(map[string]string{"fs-1": shardB, "fs-2": shardA}, []v1alpha1.FluxShardStatus{{Key: shardA, Kros: 1}, {Key: shardB, Kros: 1}})
+			expectShards(true, map[string]string{"fs-1": shardB, "fs-2": shardA}, []v1alpha1.FluxShardStatus{{Key: shardA, Kros: 1}, {Key: shardB, Kros: 1}})
 		})
 		By("shard-b reconciles fs-1 alone, shard-a fs-2 alone")
 		Expect(shards[shardA].StopController(testenv.HelmController.Name)).To(Succeed())
@@ -157,7 +168,7 @@ var _ = Describe("Flux shards", Ordered, Label("fluxshards"), func() {
 		}
 		measure("fluxshards: shards removed → unsharded Flux", func() {
 			setShards()
-			expectShards(map[string]string{"fs-1": "", "fs-2": ""}, nil)
+			expectShards(true, map[string]string{"fs-1": "", "fs-2": ""}, nil)
 		})
 		for _, key := range []string{shardA, shardB} {
 			Expect(shards[key].Stop()).To(Succeed())
