@@ -59,8 +59,10 @@ func TestFluxShards(t *testing.T) {
 }
 
 // TestFluxShardLabels: the ProviderConfig's fluxShards label a Ready Kro's Flux objects
-// with its key and count it in the status; removing them removes the label again, and
-// neither change makes Flux install kro again.
+// with its key and count it in the status, source first: the HelmRelease follows once
+// the source's new shard (played here, as the suite plays Flux) has handled the move's
+// reconcile request. Removing the keys removes the labels the same way, and neither
+// move makes the release install again.
 func TestFluxShardLabels(t *testing.T) {
 	g := withClusters(t)
 	ctx := context.Background()
@@ -77,17 +79,32 @@ func TestFluxShardLabels(t *testing.T) {
 		})).To(Succeed())
 	}
 	t.Cleanup(func() { setFluxShards(NewWithT(t)) })
-	shardLabels := func(g Gomega) (string, string) {
-		return getOCIRepository(g, k).Labels[v1alpha1.LabelFluxShard], getHelmRelease(g, k).Labels[v1alpha1.LabelFluxShard]
+	// move waits for the source to carry key with a move request, checks that the
+	// HelmRelease stays where it was, plays the new shard's source-controller handling
+	// the request, and waits for the HelmRelease to follow.
+	move := func(key, was string) {
+		var repo *sourcev1.OCIRepository
+		g.Eventually(func(g Gomega) {
+			repo = getOCIRepository(g, k)
+			g.Expect(repo.Labels[v1alpha1.LabelFluxShard]).To(Equal(key))
+			g.Expect(repo.Annotations[meta.ReconcileRequestAnnotation]).To(HavePrefix(shardMovePrefix(key)))
+		}, timeout, interval).Should(Succeed())
+		g.Consistently(func(g Gomega) {
+			g.Expect(getHelmRelease(g, k).Labels[v1alpha1.LabelFluxShard]).To(Equal(was))
+		}, 2*time.Second, interval).Should(Succeed(), "the HelmRelease waits for the source's new shard")
+		patch := client.MergeFrom(repo.DeepCopy())
+		repo.Status.LastHandledReconcileAt = repo.Annotations[meta.ReconcileRequestAnnotation]
+		g.Expect(platform.Client.Status().Patch(ctx, repo, patch)).To(Succeed())
+		g.Eventually(func(g Gomega) {
+			g.Expect(getHelmRelease(g, k).Labels[v1alpha1.LabelFluxShard]).To(Equal(key))
+		}, timeout, interval).Should(Succeed())
 	}
 
 	keys := []string{"shard-a", "shard-b"}
 	setFluxShards(g, keys...)
 	want := fluxShardOf(k, keys)
+	move(want, "")
 	g.Eventually(func(g Gomega) {
-		repo, hr := shardLabels(g)
-		g.Expect(repo).To(Equal(want))
-		g.Expect(hr).To(Equal(want))
 		pc := &v1alpha1.ProviderConfig{}
 		g.Expect(platform.Client.Get(ctx, client.ObjectKey{Name: providerName}, pc)).To(Succeed())
 		g.Expect(pc.Status.FluxShards).To(HaveLen(2))
@@ -96,15 +113,10 @@ func TestFluxShardLabels(t *testing.T) {
 	}, timeout, interval).Should(Succeed())
 
 	setFluxShards(g)
-	g.Eventually(func(g Gomega) {
-		repo, hr := shardLabels(g)
-		g.Expect(repo).To(BeEmpty())
-		g.Expect(hr).To(BeEmpty())
-	}, timeout, interval).Should(Succeed())
+	move("", want)
 	fluxReady(g, getHelmRelease(g, k), metav1.ConditionTrue, "")
 	g.Expect(getHelmRelease(g, k).Status.History).To(HaveLen(installed), "kro is not installed again")
 }
-
 // TestShardMoveGoesSourceFirst: a move asks the source's new shard to reconcile it, and
 // the HelmRelease follows only once that shard has handled the request.
 func TestShardMoveGoesSourceFirst(t *testing.T) {
