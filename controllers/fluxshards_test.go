@@ -117,6 +117,7 @@ func TestFluxShardLabels(t *testing.T) {
 	fluxReady(g, getHelmRelease(g, k), metav1.ConditionTrue, "")
 	g.Expect(getHelmRelease(g, k).Status.History).To(HaveLen(installed), "kro is not installed again")
 }
+
 // TestShardMoveGoesSourceFirst: a move asks the source's new shard to reconcile it, and
 // the HelmRelease follows only once that shard has handled the request.
 func TestShardMoveGoesSourceFirst(t *testing.T) {
