@@ -5,12 +5,8 @@ import (
 
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
 	commonapi "github.com/openmcp-project/openmcp-operator/api/common"
-	openmcpconst "github.com/openmcp-project/openmcp-operator/api/constants"
-	"github.com/openmcp-project/openmcp-operator/lib/clusteraccess/advanced"
 	libutils "github.com/openmcp-project/openmcp-operator/lib/utils"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
 // KubeconfigKey is the key of a kubeconfig in an access secret, in openmcp's secrets and
@@ -34,29 +30,13 @@ const accessSuffix = "mcp"
 // grants kro what RGDs need (unrestricted mode) and a Deployment, and Helm can only grant
 // what it holds itself; the provider also copies secrets into kro-system and lists RGDs.
 func NewAccessRequest(providerName string, controlPlane types.NamespacedName) (*clustersv1alpha1.AccessRequest, error) {
-	ns, err := TenantNamespace(controlPlane)
+	meta, err := requestMeta(providerName, controlPlane, accessSuffix)
 	if err != nil {
 		return nil, err
 	}
-	req := reconcile.Request{NamespacedName: controlPlane}
-	return &clustersv1alpha1.AccessRequest{
-		TypeMeta: metav1.TypeMeta{APIVersion: clustersv1alpha1.GroupVersion.String(), Kind: "AccessRequest"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      advanced.StableRequestName(providerName, req, accessSuffix),
-			Namespace: ns,
-			Labels: map[string]string{
-				openmcpconst.ManagedByLabel:           providerName,
-				openmcpconst.OnboardingNameLabel:      controlPlane.Name,
-				openmcpconst.OnboardingNamespaceLabel: controlPlane.Namespace,
-			},
-		},
-		Spec: clustersv1alpha1.AccessRequestSpec{
-			RequestRef: &commonapi.ObjectReference{Name: controlPlane.Name, Namespace: ns},
-			Token: &clustersv1alpha1.TokenConfig{
-				RoleRefs: []commonapi.RoleRef{{Kind: "ClusterRole", Name: "cluster-admin"}},
-			},
-		},
-	}, nil
+	return accessRequest(meta, controlPlane.Name, &clustersv1alpha1.TokenConfig{
+		RoleRefs: []commonapi.RoleRef{{Kind: "ClusterRole", Name: "cluster-admin"}},
+	}), nil
 }
 
 // GrantedSecret returns the name of the secret that holds the kubeconfig of a granted

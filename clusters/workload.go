@@ -46,6 +46,22 @@ func requestMeta(providerName string, controlPlane types.NamespacedName, suffix 
 	}, nil
 }
 
+// WorkloadRequestKey is where the workload ClusterRequest and AccessRequest of a
+// ControlPlane's kro are (they share the name).
+func WorkloadRequestKey(providerName string, controlPlane types.NamespacedName) (types.NamespacedName, error) {
+	return requestKey(providerName, controlPlane, workloadSuffix)
+}
+
+// KroAccessRequestKey is where the AccessRequest of kro's own access to a ControlPlane is.
+func KroAccessRequestKey(providerName string, controlPlane types.NamespacedName) (types.NamespacedName, error) {
+	return requestKey(providerName, controlPlane, kroAccessSuffix)
+}
+
+func requestKey(providerName string, controlPlane types.NamespacedName, suffix string) (types.NamespacedName, error) {
+	meta, err := requestMeta(providerName, controlPlane, suffix)
+	return types.NamespacedName{Namespace: meta.Namespace, Name: meta.Name}, err
+}
+
 // NewWorkloadClusterRequest asks openmcp for a workload cluster for a ControlPlane's kro.
 func NewWorkloadClusterRequest(providerName string, controlPlane types.NamespacedName) (*clustersv1alpha1.ClusterRequest, error) {
 	meta, err := requestMeta(providerName, controlPlane, workloadSuffix)
@@ -69,14 +85,20 @@ func NewWorkloadAccessRequest(providerName string, controlPlane types.Namespaced
 	if err != nil {
 		return nil, err
 	}
+	return accessRequest(meta, meta.Name, &clustersv1alpha1.TokenConfig{Permissions: WorkloadPermissions(namespace)}), nil
+}
+
+// accessRequest is an AccessRequest of the provider's (meta, from requestMeta) for a
+// token to the cluster of the ClusterRequest named request in its namespace.
+func accessRequest(meta metav1.ObjectMeta, request string, token *clustersv1alpha1.TokenConfig) *clustersv1alpha1.AccessRequest {
 	return &clustersv1alpha1.AccessRequest{
 		TypeMeta:   metav1.TypeMeta{APIVersion: clustersv1alpha1.GroupVersion.String(), Kind: "AccessRequest"},
 		ObjectMeta: meta,
 		Spec: clustersv1alpha1.AccessRequestSpec{
-			RequestRef: &commonapi.ObjectReference{Name: meta.Name, Namespace: meta.Namespace},
-			Token:      &clustersv1alpha1.TokenConfig{Permissions: WorkloadPermissions(namespace)},
+			RequestRef: &commonapi.ObjectReference{Name: request, Namespace: meta.Namespace},
+			Token:      token,
 		},
-	}, nil
+	}
 }
 
 // WorkloadPermissions are the provider's rights on a workload cluster for one tenant.
@@ -106,12 +128,5 @@ func NewKroAccessRequest(providerName string, controlPlane types.NamespacedName,
 	for _, r := range roles {
 		refs = append(refs, commonapi.RoleRef{Kind: "ClusterRole", Name: r})
 	}
-	return &clustersv1alpha1.AccessRequest{
-		TypeMeta:   metav1.TypeMeta{APIVersion: clustersv1alpha1.GroupVersion.String(), Kind: "AccessRequest"},
-		ObjectMeta: meta,
-		Spec: clustersv1alpha1.AccessRequestSpec{
-			RequestRef: &commonapi.ObjectReference{Name: controlPlane.Name, Namespace: meta.Namespace},
-			Token:      &clustersv1alpha1.TokenConfig{RoleRefs: refs},
-		},
-	}, nil
+	return accessRequest(meta, controlPlane.Name, &clustersv1alpha1.TokenConfig{RoleRefs: refs}), nil
 }

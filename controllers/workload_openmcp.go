@@ -81,20 +81,28 @@ func (c *engagedControlPlanes) openmcpWorkloadKubeconfig(ctx context.Context, kr
 // withdrawWorkloadCluster deletes the workload AccessRequest, then the ClusterRequest,
 // of a Kro, each when the cache shows it: kro has left the workload cluster.
 func (c *engagedControlPlanes) withdrawWorkloadCluster(ctx context.Context, kro types.NamespacedName) error {
-	ar, err := clusters.NewWorkloadAccessRequest(c.providerName, kro, "")
+	key, err := clusters.WorkloadRequestKey(c.providerName, kro)
 	if err != nil {
 		return err
 	}
-	cr, err := clusters.NewWorkloadClusterRequest(c.providerName, kro)
-	if err != nil {
-		return err
-	}
-	for _, o := range []client.Object{ar, cr} {
+	for _, o := range []client.Object{openmcpObject(key, "AccessRequest"), openmcpObject(key, "ClusterRequest")} {
 		if err := c.withdraw(ctx, o); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// openmcpObject is an empty object of an openmcp clusters kind at key, to read or delete.
+func openmcpObject(key types.NamespacedName, kind string) client.Object {
+	var o client.Object = &clustersv1alpha1.AccessRequest{}
+	if kind == "ClusterRequest" {
+		o = &clustersv1alpha1.ClusterRequest{}
+	}
+	o.SetNamespace(key.Namespace)
+	o.SetName(key.Name)
+	o.GetObjectKind().SetGroupVersionKind(clustersv1alpha1.GroupVersion.WithKind(kind))
+	return o
 }
 
 // withdraw deletes a request of the provider's when the access cache shows it.
@@ -157,7 +165,7 @@ func (a openmcpKroAccess) Request(ctx context.Context, kro types.NamespacedName,
 }
 
 func (a openmcpKroAccess) Granted(ctx context.Context, kro types.NamespacedName, known string) (*corev1.Secret, string, error) {
-	key, err := kroAccessRequestKey(a.c.providerName, kro)
+	key, err := clusters.KroAccessRequestKey(a.c.providerName, kro)
 	if err != nil {
 		return nil, "", err
 	}
@@ -196,21 +204,11 @@ func (a openmcpKroAccess) Withdraw(ctx context.Context, kro types.NamespacedName
 
 // withdrawKroAccess deletes kro's AccessRequest for a Kro's ControlPlane, if any.
 func (c *engagedControlPlanes) withdrawKroAccess(ctx context.Context, kro types.NamespacedName) error {
-	key, err := kroAccessRequestKey(c.providerName, kro)
+	key, err := clusters.KroAccessRequestKey(c.providerName, kro)
 	if err != nil {
 		return err
 	}
-	ar := &clustersv1alpha1.AccessRequest{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
-	ar.SetGroupVersionKind(clustersv1alpha1.GroupVersion.WithKind("AccessRequest"))
-	return c.withdraw(ctx, ar)
-}
-
-func kroAccessRequestKey(providerName string, kro types.NamespacedName) (types.NamespacedName, error) {
-	ar, err := clusters.NewKroAccessRequest(providerName, kro, []string{"any"})
-	if err != nil {
-		return types.NamespacedName{}, err
-	}
-	return client.ObjectKeyFromObject(ar), nil
+	return c.withdraw(ctx, openmcpObject(key, "AccessRequest"))
 }
 
 // withdrawKroAccess withdraws kro's own access to the ControlPlane where openmcp granted it.

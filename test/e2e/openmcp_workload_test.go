@@ -70,15 +70,13 @@ func openmcpWorkloadSpecs(k openmcpKit) {
 	requestName := func(cp *env.ControlPlane, kind string) client.ObjectKey {
 		GinkgoHelper()
 		key := client.ObjectKey{Namespace: cp.Namespace, Name: cp.Name}
-		var o client.Object
-		var err error
+		requestKey := clusters.WorkloadRequestKey
 		if kind == "kro" {
-			o, err = clusters.NewKroAccessRequest(k.providerName, key, []string{"any"})
-		} else {
-			o, err = clusters.NewWorkloadAccessRequest(k.providerName, key, "")
+			requestKey = clusters.KroAccessRequestKey
 		}
+		name, err := requestKey(k.providerName, key)
 		Expect(err).NotTo(HaveOccurred())
-		return client.ObjectKeyFromObject(o)
+		return name
 	}
 	grantedClient := func(ar client.ObjectKey) (client.Client, string) {
 		GinkgoHelper()

@@ -21,12 +21,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
-	"github.com/openmcp-project/service-provider-kro/clusters"
 	"github.com/openmcp-project/service-provider-kro/controllers"
 	"github.com/openmcp-project/service-provider-kro/test/e2e/env"
 )
@@ -140,16 +138,8 @@ var _ = Describe("kro on a workload cluster", Ordered, Label("workload"), func()
 
 	It("runs kro with a credential of its own, enough for an RGD and an instance to become Ready", func() {
 		for _, cp := range cps {
-			kubeconfig, files, err := env.KroCredential(suiteCtx, cp, wc)
-			Expect(err).NotTo(HaveOccurred())
 			By(cp.Name + ": the credential is kro's service account, not the provider's access")
-			dir := GinkgoT().TempDir()
-			path := filepath.Join(dir, "kubeconfig")
-			Expect(writeFiles(dir, map[string][]byte{"kubeconfig": kubeconfig}, files)).To(Succeed())
-			cfg, err := clientcmd.BuildConfigFromFlags("", path)
-			Expect(err).NotTo(HaveOccurred())
-			kroClient, err := client.New(cfg, client.Options{Scheme: clusters.Scheme})
-			Expect(err).NotTo(HaveOccurred())
+			kroClient := kroCredentialClient(cp, &wc.Cluster)
 			review := &authenticationv1.SelfSubjectReview{}
 			Expect(kroClient.Create(suiteCtx, review)).To(Succeed())
 			Expect(review.Status.UserInfo.Username).To(Equal("system:serviceaccount:kro-system:kro"))
