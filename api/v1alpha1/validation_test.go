@@ -103,6 +103,10 @@ func TestProviderConfigRejectsInvalidSpecs(t *testing.T) {
 			"maxUnavailable must be at least 1, or a percentage from 1% to 100%"},
 		{"failureThreshold 0", func(s *ProviderConfigSpec) { s.Rollout = &RolloutPolicy{FailureThreshold: ptr.To[int32](0)} },
 			"spec.rollout.failureThreshold"},
+		{"fluxShards key not a label value", func(s *ProviderConfigSpec) { s.FluxShards = []string{"shard 1"} },
+			"spec.fluxShards[0]: Invalid value"},
+		{"fluxShards key twice", func(s *ProviderConfigSpec) { s.FluxShards = []string{"a", "a"} },
+			"spec.fluxShards[1]: Duplicate value"},
 		{"healthTimeout 1s", func(s *ProviderConfigSpec) {
 			s.Rollout = &RolloutPolicy{HealthTimeout: &metav1.Duration{Duration: 1e9}}
 		},
