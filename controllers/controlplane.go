@@ -78,8 +78,10 @@ type ControlPlanes interface {
 	// while there is none.
 	Access(ctx context.Context, kro *v1alpha1.Kro) (*ControlPlaneAccess, error)
 	// Release ends the access to a Kro's ControlPlane once the Kro is gone: the cluster is
-	// disengaged and whatever was requested for it is withdrawn.
-	Release(ctx context.Context, kro *v1alpha1.Kro) error
+	// disengaged and whatever was requested for it is withdrawn. It tells whether all is
+	// withdrawn; when not, it is to be called again once what it waits for is gone (a
+	// watch of the requests brings the Kro back).
+	Release(ctx context.Context, kro *v1alpha1.Kro) (bool, error)
 	// WorkloadCluster returns the access to the workload cluster a Kro's kro runs on, for
 	// a version placed on one. It returns a *NotAvailableError while there is none. Only
 	// with ask does it ask for one where that takes a request (openmcp): a Kro that leaves
@@ -89,8 +91,9 @@ type ControlPlanes interface {
 	// nothing else.
 	DisengageWorkloadCluster(ctx context.Context, kro types.NamespacedName)
 	// ReleaseWorkloadCluster disengages a Kro's workload cluster and withdraws what was
-	// requested for it (openmcp), once kro has left it.
-	ReleaseWorkloadCluster(ctx context.Context, kro types.NamespacedName) error
+	// requested for it (openmcp), once kro has left it. It tells whether all is
+	// withdrawn, as Release does.
+	ReleaseWorkloadCluster(ctx context.Context, kro types.NamespacedName) (bool, error)
 	// KroAccess is how kro gets its own access to ControlPlanes where openmcp grants it,
 	// or nil where the provider issues it (standalone: kro_credential.go).
 	KroAccess() KroAccess
@@ -275,26 +278,24 @@ func (c *engagedControlPlanes) Disengage(ctx context.Context, kro types.Namespac
 	c.DisengageWorkloadCluster(ctx, kro)
 }
 
-func (c *engagedControlPlanes) Release(ctx context.Context, kro *v1alpha1.Kro) error {
+func (c *engagedControlPlanes) Release(ctx context.Context, kro *v1alpha1.Kro) (bool, error) {
 	key := client.ObjectKeyFromObject(kro)
 	c.provider.Remove(ctx, controlplane.ClusterName(key))
-	if err := c.ReleaseWorkloadCluster(ctx, key); err != nil {
-		return err
-	}
-	if c.mode != AccessOpenMCP {
-		return nil
+	withdrawn, err := c.ReleaseWorkloadCluster(ctx, key)
+	if err != nil || c.mode != AccessOpenMCP {
+		return withdrawn, err
 	}
 	if err := c.withdrawKroAccess(ctx, key); err != nil {
-		return err
+		return false, err
 	}
 	ar, err := clusters.NewAccessRequest(c.providerName, key)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if err := c.platform.Delete(ctx, ar); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("deleting AccessRequest %s/%s: %w", ar.Namespace, ar.Name, err)
+		return false, fmt.Errorf("deleting AccessRequest %s/%s: %w", ar.Namespace, ar.Name, err)
 	}
-	return nil
+	return withdrawn, nil
 }
 
 // kubeconfig finds the ControlPlane's kubeconfig secret and its content.

@@ -184,8 +184,11 @@ func (r *KroReconciler) finishDeletion(ctx context.Context, s *scope) (result, e
 	if res, err := r.removeWorkloadLeftovers(ctx, s, access); res != proceed || err != nil {
 		return res, err
 	}
-	if err := r.ControlPlanes.Release(ctx, s.kro); err != nil {
-		return proceed, err
+	if released, err := r.ControlPlanes.Release(ctx, s.kro); err != nil || !released {
+		s.obs.notBlocked(v1alpha1.ReasonReconcileSuccess, fmt.Sprintf(
+			"kro is uninstalled; openmcp is revoking the provider's access to the workload cluster (AccessRequests in %s), and then the provider withdraws its ClusterRequest for it",
+			s.tenantNamespace))
+		return waiting, err
 	}
 	if err := r.removeTenantNamespace(ctx, s); err != nil {
 		return proceed, err

@@ -166,8 +166,12 @@ func (r *KroReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		r.ControlPlanes.Disengage(ctx, req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
-	kro, err := r.getKro(ctx, req)
+	kro, released, err := r.getKro(ctx, req)
 	if kro == nil || err != nil {
+		if !released && err == nil {
+			// Nothing of the Kro is left to bring it back when its requests go.
+			return ctrl.Result{RequeueAfter: releaseRecheck}, nil
+		}
 		return ctrl.Result{}, err
 	}
 	if kro.Annotations[constants.OperationAnnotation] == constants.OperationAnnotationValueIgnore {
@@ -194,20 +198,25 @@ func (r *KroReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	return s.result(), err
 }
 
+// releaseRecheck is how soon a Kro that is gone is released again while openmcp is still
+// finalizing a request of it.
+const releaseRecheck = 5 * time.Second
+
 // getKro reads the Kro. One that is gone without the finalizer's cleanup (force-deleted)
 // gets its ControlPlane released at least, so that nothing is left engaged or requested
-// for it; then it returns nil.
-func (r *KroReconciler) getKro(ctx context.Context, req ctrl.Request) (*v1alpha1.Kro, error) {
+// for it; then it returns nil, and whether all is released.
+func (r *KroReconciler) getKro(ctx context.Context, req ctrl.Request) (*v1alpha1.Kro, bool, error) {
 	kro := &v1alpha1.Kro{}
 	err := r.Onboarding.Get(ctx, req.NamespacedName, kro)
 	if apierrors.IsNotFound(err) {
 		kro.Name, kro.Namespace = req.Name, req.Namespace
-		return nil, r.ControlPlanes.Release(ctx, kro)
+		released, err := r.ControlPlanes.Release(ctx, kro)
+		return nil, released, err
 	}
 	if err != nil {
-		return nil, err
+		return nil, true, err
 	}
-	return kro, nil
+	return kro, true, nil
 }
 
 // newScope starts a reconcile of the Kro. Its tenant namespace stays empty when it cannot

@@ -139,10 +139,11 @@ func (c *engagedControlPlanes) DisengageWorkloadCluster(ctx context.Context, kro
 
 // ReleaseWorkloadCluster disengages a Kro's workload cluster and, under openmcp,
 // withdraws its requests for it: the Kro is gone, or kro has left the workload cluster.
-func (c *engagedControlPlanes) ReleaseWorkloadCluster(ctx context.Context, kro types.NamespacedName) error {
+// It tells whether all is withdrawn.
+func (c *engagedControlPlanes) ReleaseWorkloadCluster(ctx context.Context, kro types.NamespacedName) (bool, error) {
 	c.DisengageWorkloadCluster(ctx, kro)
 	if c.mode != AccessOpenMCP {
-		return nil
+		return true, nil
 	}
 	return c.withdrawWorkloadCluster(ctx, kro)
 }

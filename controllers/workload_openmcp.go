@@ -78,19 +78,22 @@ func (c *engagedControlPlanes) openmcpWorkloadKubeconfig(ctx context.Context, kr
 	})
 }
 
-// withdrawWorkloadCluster deletes the workload AccessRequest, then the ClusterRequest,
-// of a Kro, each when the cache shows it: kro has left the workload cluster.
-func (c *engagedControlPlanes) withdrawWorkloadCluster(ctx context.Context, kro types.NamespacedName) error {
+// withdrawWorkloadCluster deletes the workload AccessRequest of a Kro and, once openmcp
+// has finalized it (revoked the grant) and it is gone from the cache, the ClusterRequest:
+// kro has left the workload cluster. The order matters: the scheduler deletes a Cluster
+// that no request holds any more, and a grant whose Cluster is gone may never be revoked.
+// It tells whether both are withdrawn; when not, the AccessRequest's deletion brings the
+// Kro back.
+func (c *engagedControlPlanes) withdrawWorkloadCluster(ctx context.Context, kro types.NamespacedName) (bool, error) {
 	key, err := clusters.WorkloadRequestKey(c.providerName, kro)
 	if err != nil {
-		return err
+		return false, err
 	}
-	for _, o := range []client.Object{openmcpObject(key, "AccessRequest"), openmcpObject(key, "ClusterRequest")} {
-		if err := c.withdraw(ctx, o); err != nil {
-			return err
-		}
+	if present, err := c.withdraw(ctx, openmcpObject(key, "AccessRequest")); err != nil || present {
+		return false, err
 	}
-	return nil
+	_, err = c.withdraw(ctx, openmcpObject(key, "ClusterRequest"))
+	return err == nil, err
 }
 
 // openmcpObject is an empty object of an openmcp clusters kind at key, to read or delete.
@@ -105,16 +108,18 @@ func openmcpObject(key types.NamespacedName, kind string) client.Object {
 	return o
 }
 
-// withdraw deletes a request of the provider's when the access cache shows it.
-func (c *engagedControlPlanes) withdraw(ctx context.Context, o client.Object) error {
+// withdraw deletes a request of the provider's when the access cache shows it, and
+// tells whether the cache showed it: a request being deleted is still there until openmcp
+// has finalized it.
+func (c *engagedControlPlanes) withdraw(ctx context.Context, o client.Object) (bool, error) {
 	present, err := c.inAccessCache(ctx, o)
 	if err != nil || !present {
-		return err
+		return false, err
 	}
 	if err := c.platform.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("deleting %s %s/%s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetNamespace(), o.GetName(), err)
+		return true, fmt.Errorf("deleting %s %s/%s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetNamespace(), o.GetName(), err)
 	}
-	return nil
+	return true, nil
 }
 
 // inAccessCache tells whether the access cache holds an object of o's kind and key.
@@ -208,7 +213,8 @@ func (c *engagedControlPlanes) withdrawKroAccess(ctx context.Context, kro types.
 	if err != nil {
 		return err
 	}
-	return c.withdraw(ctx, openmcpObject(key, "AccessRequest"))
+	_, err = c.withdraw(ctx, openmcpObject(key, "AccessRequest"))
+	return err
 }
 
 // withdrawKroAccess withdraws kro's own access to the ControlPlane where openmcp granted it.

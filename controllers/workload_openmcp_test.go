@@ -12,12 +12,14 @@ import (
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
@@ -156,4 +158,53 @@ func TestOpenMCPWorkloadRequests(t *testing.T) {
 		moved.Spec.RequestRef.Name = "elsewhere"
 		g.Expect(apply(ctx, pf.Client, moved)).To(MatchError(ContainSubstring("requestRef is immutable")))
 	})
+	t.Run("the ClusterRequest is withdrawn only once openmcp has finalized the AccessRequest", func(t *testing.T) {
+		g := NewWithT(t)
+		// openmcp's cluster provider holds the grant with a finalizer until it is revoked,
+		// and revoking needs the Cluster that the ClusterRequest holds.
+		held := ar.DeepCopy()
+		g.Expect(pf.Client.Get(ctx, client.ObjectKeyFromObject(ar), held)).To(Succeed())
+		held.Finalizers = append(held.Finalizers, "clusterprovider.test/access")
+		g.Expect(pf.Client.Update(ctx, held)).To(Succeed())
+		c := withdrawingControlPlanes(t, pf)
+		withdrawn := func() bool {
+			done, err := c.withdrawWorkloadCluster(ctx, key)
+			g.Expect(err).NotTo(HaveOccurred())
+			return done
+		}
+		g.Expect(withdrawn()).To(BeFalse())
+		g.Eventually(func(g Gomega) {
+			g.Expect(pf.Client.Get(ctx, client.ObjectKeyFromObject(ar), held)).To(Succeed())
+			g.Expect(held.DeletionTimestamp).NotTo(BeNil(), "the AccessRequest is deleted")
+		}).Should(Succeed())
+		g.Consistently(func(g Gomega) {
+			g.Expect(withdrawn()).To(BeFalse())
+			live := &clustersv1alpha1.ClusterRequest{}
+			g.Expect(pf.Client.Get(ctx, client.ObjectKeyFromObject(cr), live)).To(Succeed())
+			g.Expect(live.DeletionTimestamp).To(BeNil(), "the ClusterRequest waits for the AccessRequest")
+		}).WithTimeout(2 * time.Second).Should(Succeed())
+
+		held.Finalizers = nil
+		g.Expect(pf.Client.Update(ctx, held)).To(Succeed())
+		g.Eventually(withdrawn).WithTimeout(10 * time.Second).Should(BeTrue())
+		g.Eventually(func() bool {
+			return apierrors.IsNotFound(pf.Client.Get(ctx, client.ObjectKeyFromObject(cr), &clustersv1alpha1.ClusterRequest{}))
+		}).Should(BeTrue(), "the ClusterRequest is deleted")
+	})
+}
+
+// withdrawingControlPlanes is the openmcp side of engagedControlPlanes on the platform
+// cluster pf, with a started access cache: enough to withdraw requests.
+func withdrawingControlPlanes(t *testing.T, pf *testenv.Cluster) *engagedControlPlanes {
+	t.Helper()
+	g := NewWithT(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	cl, err := cluster.New(pf.Config, func(o *cluster.Options) { o.Scheme = clusters.Scheme })
+	g.Expect(err).NotTo(HaveOccurred())
+	kubeconfigs, err := accessCache(cl, AccessOpenMCP, providerName)
+	g.Expect(err).NotTo(HaveOccurred())
+	go func() { _ = kubeconfigs.Start(ctx) }()
+	g.Expect(kubeconfigs.WaitForCacheSync(ctx)).To(BeTrue())
+	return &engagedControlPlanes{mode: AccessOpenMCP, providerName: providerName, platform: pf.Client, kubeconfigs: kubeconfigs}
 }
