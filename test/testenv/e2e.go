@@ -68,8 +68,9 @@ type Timing struct {
 	Duration time.Duration
 }
 
-// StartE2E builds (once) every binary and starts the environment. On error, whatever
-// was started is stopped again; otherwise call Stop (e.g. in t.Cleanup).
+// StartE2E builds (once) the binaries it starts (SandboxTools) and starts the
+// environment. On error, whatever was started is stopped again; otherwise call Stop
+// (e.g. in t.Cleanup).
 func StartE2E(ctx context.Context, log io.Writer, opts E2EOptions) (_ *E2E, err error) {
 	if opts.ChartRepository == "" {
 		opts.ChartRepository = "charts"
@@ -93,7 +94,7 @@ func StartE2E(ctx context.Context, log io.Writer, opts E2EOptions) (_ *E2E, err 
 		return nil
 	}
 	if err := step("build", func() error {
-		_, err := ToolPaths(ctx, log, E2ETools()...)
+		_, err := ToolPaths(ctx, log, SandboxTools()...)
 		return err
 	}); err != nil {
 		return nil, err

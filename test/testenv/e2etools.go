@@ -93,13 +93,20 @@ func kwokLDFlags() string {
 		" -X sigs.k8s.io/kwok/pkg/consts.KubeVersion=" + KubernetesVersion
 }
 
-// E2ETools lists every command the end-to-end environment needs, heaviest first.
-func E2ETools() []Tool {
+// SandboxTools lists the commands the end-to-end environment starts with (StartE2E, and
+// so the default sandbox), heaviest first. What only some runs need is built when first
+// started: openmcp-operator (StartOpenMCPOperator) for the openmcp mode.
+func SandboxTools() []Tool {
 	return []Tool{
 		KubeAPIServer, KubeControllerManager, KubeScheduler, Kubectl, Etcd,
 		SourceController, HelmController, Registry, Helm, Kwok, Kwokctl, KroController,
-		OpenMCPOperator,
 	}
+}
+
+// E2ETools lists every command the end-to-end suite needs: the sandbox's and
+// openmcp-operator.
+func E2ETools() []Tool {
+	return append(SandboxTools(), OpenMCPOperator)
 }
 
 // ToolPaths returns the binaries of tools by name, building the missing ones one after
