@@ -47,6 +47,9 @@ type Config struct {
 	IdleWindow time.Duration
 	// ProviderFlags are added to the provider's `run` flags, e.g. --max-concurrent-reconciles=20.
 	ProviderFlags []string
+	// ProfileSeconds: a CPU profile of the provider over this long from the start of the
+	// last burst (0: none).
+	ProfileSeconds time.Duration
 	// FluxControlPlanes is N of RunFlux: kwok ControlPlanes, real Flux, the real chart.
 	FluxControlPlanes int
 	// WorkDir holds the provider binary, kubeconfigs and logs.
@@ -94,6 +97,7 @@ type harness struct {
 	plKube     string
 	proc       *testenv.Process
 	metrics    string
+	pprof      string // the provider's pprof address, when profiling
 	tr         *tracker
 	kros       []*kroRef
 	fluxQueue  chan client.Object
@@ -362,15 +366,20 @@ func (h *harness) prepareClusters(ctx context.Context, versions []v1alpha1.KroVe
 }
 
 func (h *harness) startProvider(ctx context.Context) error {
-	addrs, err := testenv.FreeLoopbackAddrs(2)
+	addrs, err := testenv.FreeLoopbackAddrs(3)
 	if err != nil {
 		return err
 	}
 	h.metrics = "http://" + addrs[0] + "/metrics"
 	h.procs++
-	args := append([]string{"run",
+	args := []string{"run",
 		"--onboarding-kubeconfig", h.obKube, "--platform-kubeconfig", h.plKube, "--pod-namespace", podNamespace,
-		"--metrics-bind-address", addrs[0], "--health-probe-bind-address", addrs[1]}, h.cfg.ProviderFlags...)
+		"--metrics-bind-address", addrs[0], "--health-probe-bind-address", addrs[1]}
+	if h.cfg.ProfileSeconds > 0 {
+		h.pprof = addrs[2]
+		args = append(args, "--pprof-bind-address", addrs[2])
+	}
+	args = append(args, h.cfg.ProviderFlags...)
 	h.proc, err = testenv.StartProcess(fmt.Sprintf("provider-%d", h.procs), h.cfg.WorkDir, []string{"HOME=" + h.cfg.WorkDir}, h.bin, args...)
 	if err != nil {
 		return err

@@ -240,6 +240,7 @@ func Markdown(r *Results, latencySVG, memorySVG string) string {
 	p("Kro controller during the bursts: %d reconcile(s) at a time, %.0f reconciles (%.1f per Kro), %.0f ms per reconcile on average.",
 		r.Reconciler.Workers, r.Reconciler.Reconciles, r.Reconciler.PerKro, r.Reconciler.MeanMs)
 	p("")
+	renderProfile(p, r.Profile)
 	p("## Reactions at steady state: Flux, secrets and ResourceGraphDefinitions")
 	p("")
 	p("| measure | samples | median | p95 | p99 | max |")

@@ -36,6 +36,8 @@ type Results struct {
 	HelmReadyToKroReady Dist `json:"helmReleaseReadyToKroReady"`
 	// Reconciler describes the Kro controller as its metrics show it after the steps.
 	Reconciler Reconciler `json:"reconciler"`
+	// Profile is the provider's CPU profile of the last burst, when one was taken.
+	Profile *Profile `json:"profile,omitempty"`
 	// RGDDeletion: the last RGD deleted on a ControlPlane until the blocked Kro is gone.
 	RGDDeletion Dist `json:"rgdDeletion"`
 	// InstanceDeletion: the last instance of a kind kro generated (its RGD gone) deleted

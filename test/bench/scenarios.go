@@ -56,9 +56,18 @@ func (h *harness) runSteps(ctx context.Context, res *Results) error {
 			return err
 		}
 		h.logf("step N=%d: burst of %d Kros", n, len(refs))
+		var profiled func() (*Profile, error)
+		if n == h.cfg.Steps[len(h.cfg.Steps)-1] {
+			profiled = h.cpuProfile(ctx, h.burstSize(len(refs)))
+		}
 		step, err := h.burst(ctx, refs)
 		if err != nil {
 			return err
+		}
+		if profiled != nil {
+			if res.Profile, err = profiled(); err != nil {
+				return err
+			}
 		}
 		step.N = n
 		if _, err := h.waitSettled(ctx, n, 0); err != nil {
@@ -263,10 +272,7 @@ func (h *harness) createKro(ctx context.Context, r *kroRef) error {
 
 // burst creates the Kros in bursts of at most BurstSize and measures each up to Ready.
 func (h *harness) burst(ctx context.Context, refs []*kroRef) (Step, error) {
-	size := h.cfg.BurstSize
-	if size <= 0 || size > len(refs) {
-		size = len(refs)
-	}
+	size := h.burstSize(len(refs))
 	var applied, ready, helmToReady []time.Duration
 	var busy time.Duration
 	var cpuBurst struct{ provider, perKro, machine float64 }
@@ -327,6 +333,14 @@ func (h *harness) burst(ctx context.Context, refs []*kroRef) (Step, error) {
 		ProviderCPUMsPerKro: cpuBurst.perKro,
 		MachineBusy:         cpuBurst.machine,
 	}, nil
+}
+
+// burstSize is how many of n Kros one burst creates.
+func (h *harness) burstSize(n int) int {
+	if h.cfg.BurstSize <= 0 || h.cfg.BurstSize > n {
+		return n
+	}
+	return h.cfg.BurstSize
 }
 
 func later(a, b time.Time) time.Time {
