@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -68,9 +69,9 @@ func (r *KroReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, 
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.Kro{}, builder.WithPredicates(kroChanged{})).
 		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &v1alpha1.ProviderConfig{}, r.providerConfigChanges())).
-		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.krosOfSecret))).
-		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &sourcev1.OCIRepository{}, inTenantNamespace)).
-		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &helmv2.HelmRelease{}, inTenantNamespace))
+		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.krosOfSecret), copyChanged(r.PodNamespace))).
+		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &sourcev1.OCIRepository{}, inTenantNamespace, fluxChanged{})).
+		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &helmv2.HelmRelease{}, inTenantNamespace, fluxChanged{}))
 	if earlier, ok := r.Earlier.(cache.Cache); ok {
 		b = b.WatchesRawSource(source.Kind[client.Object](earlier, &helmv2.HelmRelease{}, inTenantNamespace)).
 			WatchesRawSource(source.Kind[client.Object](earlier, &sourcev1.OCIRepository{}, inTenantNamespace))
@@ -85,7 +86,8 @@ func (r *KroReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, 
 }
 
 // kroChanged lets through what a reconcile must see: spec changes, the start of
-// deletion, finalizers and annotations (the operation annotation). Status patches do not
+// deletion, the provider's finalizer taken away, and annotations (the operation
+// annotation). Status patches, and the finalizer the reconcile itself adds, do not
 // trigger a reconcile.
 type kroChanged struct{ predicate.Funcs }
 
@@ -93,7 +95,7 @@ func (kroChanged) Update(e event.UpdateEvent) bool {
 	o, n := e.ObjectOld, e.ObjectNew
 	return o.GetGeneration() != n.GetGeneration() ||
 		!o.GetDeletionTimestamp().Equal(n.GetDeletionTimestamp()) ||
-		!slices.Equal(o.GetFinalizers(), n.GetFinalizers()) ||
+		(controllerutil.ContainsFinalizer(o, v1alpha1.Finalizer) && !controllerutil.ContainsFinalizer(n, v1alpha1.Finalizer)) ||
 		o.GetAnnotations()[constants.OperationAnnotation] != n.GetAnnotations()[constants.OperationAnnotation]
 }
 
