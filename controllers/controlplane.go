@@ -187,7 +187,7 @@ func accessCache(platform cluster.Cluster, mode AccessMode, providerName string)
 			accessSecretMetadata(): {},
 		}
 	}
-	return cache.New(platform.GetConfig(), cache.Options{Scheme: platform.GetScheme(), ByObject: byObject})
+	return cache.New(platform.GetConfig(), cache.Options{Scheme: platform.GetScheme(), ByObject: byObject, DefaultTransform: CompactManagedFields})
 }
 
 // accessSecretMetadata is the metadata of a Secret, for a metadata-only informer.

@@ -84,7 +84,7 @@ type suiteEnv struct {
 
 // withClusters starts the suite's clusters and the provider on first use and returns a
 // Gomega for t; a test that needs them calls it first.
-func withClusters(t *testing.T) Gomega {
+func withClusters(t testing.TB) Gomega {
 	t.Helper()
 	suite.once.Do(func() { suite.err = startSuite() })
 	if suite.err != nil {
@@ -180,6 +180,7 @@ func prepare(ctx context.Context) error {
 func startManager(ctx context.Context, done chan<- error) error {
 	mgr, err := ctrl.NewManager(onboarding.Config, ctrl.Options{
 		Scheme:                 clusters.Scheme,
+		Cache:                  OnboardingCacheOptions(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
@@ -394,13 +395,13 @@ func fluxReadyOn(g Gomega, c client.Client, obj client.Object, status metav1.Con
 
 // readyKro sets up a Kro of version up to Ready on the suite's ControlPlane, with Flux
 // simulated.
-func readyKro(t *testing.T, g Gomega, namespace, name, version string) *v1alpha1.Kro {
+func readyKro(t testing.TB, g Gomega, namespace, name, version string) *v1alpha1.Kro {
 	t.Helper()
 	return readyKroOn(t, g, controlPlane, namespace, name, version)
 }
 
 // readyKroOn is readyKro with the Kro's ControlPlane access pointing at cp.
-func readyKroOn(t *testing.T, g Gomega, cp *testenv.Cluster, namespace, name, version string) *v1alpha1.Kro {
+func readyKroOn(t testing.TB, g Gomega, cp *testenv.Cluster, namespace, name, version string) *v1alpha1.Kro {
 	t.Helper()
 	k := newKro(g, namespace, name, version)
 	grantAccess(g, k, cp)

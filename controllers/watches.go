@@ -36,10 +36,12 @@ const indexTenantNamespace = "kro.tenantNamespace"
 
 // PlatformCacheOptions restrict what the provider caches of the platform cluster: all
 // secrets of its own namespace (the sources of pull secrets), but elsewhere only the
-// secrets and Flux objects it created itself.
+// secrets and Flux objects it created itself; of each object's managedFields only what it
+// reads (CompactManagedFields).
 func PlatformCacheOptions(podNamespace string) cache.Options {
 	ours := labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue})
 	return cache.Options{
+		DefaultTransform: CompactManagedFields,
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Secret{}: {Namespaces: map[string]cache.Config{
 				podNamespace:        {},

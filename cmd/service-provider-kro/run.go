@@ -178,6 +178,7 @@ func runManager(ctx context.Context, args []string, stderr io.Writer) error {
 
 	mgr, err := ctrl.NewManager(onboarding, ctrl.Options{
 		Scheme:                  clusters.Scheme,
+		Cache:                   controllers.OnboardingCacheOptions(),
 		Metrics:                 o.metricsOptions(platform),
 		HealthProbeBindAddress:  o.probeAddr,
 		PprofBindAddress:        o.pprofAddr,
