@@ -104,7 +104,7 @@ func (r *ProviderConfigReconciler) SetupWithManager(mgr ctrl.Manager, platform c
 		Named("providerconfig").
 		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &v1alpha1.ProviderConfig{}, toProviderConfig, ownConfig)).
 		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &corev1.Secret{}, toProviderConfig, sourceSecrets)).
-		Watches(&v1alpha1.Kro{}, toProviderConfig, builder.WithPredicates(kroCountChanged{})).
+		Watches(&v1alpha1.Kro{}, r.settled(), builder.WithPredicates(kroCountChanged{})).
 		// A HelmRelease's record of the rollout (admission.go): a Kro that got the
 		// revision while unavailable is done once its HelmRelease carries it.
 		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &helmv2.HelmRelease{}, toProviderConfig, recordChanged{})).
@@ -123,6 +123,24 @@ func (r *ProviderConfigReconciler) ownerChanges() source.Source {
 		})
 		return nil
 	})
+}
+
+// providerConfigSettle is how long a change of a Kro waits before it brings the
+// ProviderConfig back. Each reconcile reads every Kro, so during a burst of new Kros one
+// that ran for every Kro's change would cost O(N) each time, N times; the changes of
+// that while are taken in one reconcile instead.
+const providerConfigSettle = 500 * time.Millisecond
+
+// settled enqueues the ProviderConfig providerConfigSettle after an event; the events
+// in between add nothing.
+func (r *ProviderConfigReconciler) settled() handler.EventHandler {
+	req := reconcile.Request{NamespacedName: client.ObjectKey{Name: r.ProviderName}}
+	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) { q.AddAfter(req, providerConfigSettle) }
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, _ event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) { add(q) },
+		UpdateFunc: func(_ context.Context, _ event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) { add(q) },
+		DeleteFunc: func(_ context.Context, _ event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) { add(q) },
+	}
 }
 
 // kroCountChanged lets through what can change a Kro's place in the counts: its
