@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -179,10 +180,7 @@ func (e *Events) handler(key types.NamespacedName) toolscache.ResourceEventHandl
 // watchKind waits for the kind's CRD on the ControlPlane, then starts its informer.
 func (e *Events) watchKind(ctx context.Context, name multicluster.ClusterName, key types.NamespacedName, w *clusterWatch) {
 	log := e.opts.Log.WithValues("controlPlane", name, "crd", e.opts.KindCRD)
-	// The cluster's HTTP client and REST mapper: no new connection, no discovery.
-	wc, err := client.NewWithWatch(w.cluster.GetConfig(), client.Options{
-		Scheme: w.cluster.GetScheme(), HTTPClient: w.cluster.GetHTTPClient(), Mapper: w.cluster.GetRESTMapper(),
-	})
+	wc, err := directClient(w.cluster)
 	if err != nil {
 		log.Error(err, "cannot watch CRDs")
 		return
@@ -223,11 +221,20 @@ func (e *Events) watchKind(ctx context.Context, name multicluster.ClusterName, k
 	}
 }
 
+// directClient is an uncached client of an engaged cluster with its HTTP client and REST
+// mapper: no new connection, no discovery.
+func directClient(cl cluster.Cluster) (client.WithWatch, error) {
+	return client.NewWithWatch(cl.GetConfig(), client.Options{Scheme: cl.GetScheme(), HTTPClient: cl.GetHTTPClient(), Mapper: cl.GetRESTMapper()})
+}
+
 // waitForCRD lists the kind's CRD and, while it is missing or not established, watches
 // it. It reports NoCRD while it waits and returns true once the CRD is established;
 // false without an error when the server ended the watch, and the server's error when it
 // sent one.
 func (e *Events) waitForCRD(ctx context.Context, wc client.WithWatch, name multicluster.ClusterName, w *clusterWatch) (bool, error) {
+	if e.served(ctx, wc) {
+		return true, nil
+	}
 	byName := client.MatchingFields{"metadata.name": e.opts.KindCRD}
 	list := &apiextensionsv1.CustomResourceDefinitionList{}
 	if err := wc.List(ctx, list, byName); err != nil {
@@ -259,6 +266,20 @@ func (e *Events) waitForCRD(ctx context.Context, wc client.WithWatch, name multi
 			}
 		}
 	}
+}
+
+// served tells whether the API server serves the watched kind, which it does only once
+// the kind's CRD is established: a metadata-only list of at most one object. It spares
+// most engagements reading the CRD, whose schema can weigh hundreds of kilobytes; any
+// failure leaves the answer to the CRD.
+func (e *Events) served(ctx context.Context, wc client.WithWatch) bool {
+	gvk, err := apiutil.GVKForObject(e.opts.Kind, wc.Scheme())
+	if err != nil {
+		return false
+	}
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	return wc.List(ctx, list, client.Limit(1)) == nil
 }
 
 func established(crd *apiextensionsv1.CustomResourceDefinition) bool {

@@ -1,6 +1,11 @@
 package controlplane
 
-import "sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+import (
+	"context"
+
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+)
 
 // State and Names are for the tests: operators see the same through the
 // service_provider_kro_controlplanes metric and the Kros' ControlPlaneAccessReady
@@ -25,4 +30,14 @@ func (p *Provider) Names() []multicluster.ClusterName {
 		out = append(out, name)
 	}
 	return out
+}
+
+// Served tells whether an engaged cluster serves the watched kind, as the watch of the
+// kind asks first.
+func (e *Events) Served(ctx context.Context, cl cluster.Cluster) (bool, error) {
+	wc, err := directClient(cl)
+	if err != nil {
+		return false, err
+	}
+	return e.served(ctx, wc), nil
 }

@@ -204,6 +204,13 @@ func TestEngagementAndWatches(t *testing.T) {
 		g := NewWithT(t)
 		eventually(g, func() controlplane.KindWatch { return events.KindWatch(nameA, clA) }).Should(Equal(controlplane.KindWatching))
 		eventually(g, func() controlplane.KindWatch { return events.KindWatch(nameB, clB) }).Should(Equal(controlplane.KindNoCRD))
+		// The cheap check that spares reading the CRD: served where it is established.
+		served, err := events.Served(ctx, clA)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(served).To(BeTrue(), "RGDs are served on %s", nameA)
+		served, err = events.Served(ctx, clB)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(served).To(BeFalse(), "no RGDs without kro's CRD on %s", nameB)
 	})
 
 	t.Run("the provider's secrets in kro-system are watched; nothing else is cached", func(t *testing.T) {
