@@ -26,6 +26,9 @@ type Profile struct {
 	// Top are the heaviest functions by cumulative CPU, as `go tool pprof -top -cum`
 	// prints them.
 	Top []string `json:"top"`
+	// HeapTop are the functions that allocated the most of the heap in use once the last
+	// step settled (`go tool pprof -top -sample_index=inuse_space`).
+	HeapTop []string `json:"heapTop,omitempty"`
 }
 
 // profileTopEntries is how many functions of the profile are recorded.
@@ -54,29 +57,50 @@ func (h *harness) cpuProfile(ctx context.Context, kros int) func() (*Profile, er
 
 func (h *harness) takeProfile(ctx context.Context, kros int) (*Profile, error) {
 	secs := int(h.cfg.ProfileSeconds.Seconds())
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", h.pprof, secs), nil)
+	top, file, err := h.pprofTop(ctx, fmt.Sprintf("profile?seconds=%d", secs), "provider-cpu.pprof", "-cum")
 	if err != nil {
 		return nil, err
+	}
+	return &Profile{Seconds: float64(secs), Kros: kros, File: file, Top: top}, nil
+}
+
+// heapProfile adds the provider's heap profile to p, if there is a profile.
+func (h *harness) heapProfile(ctx context.Context, p *Profile) error {
+	if p == nil {
+		return nil
+	}
+	top, _, err := h.pprofTop(ctx, "heap?gc=1", "provider-heap.pprof", "-sample_index=inuse_space")
+	p.HeapTop = top
+	return err
+}
+
+// pprofTop fetches a profile from the provider's pprof endpoint into the work folder
+// and returns its top entries as `go tool pprof -top` prints them with args.
+func (h *harness) pprofTop(ctx context.Context, path, name string, args ...string) ([]string, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/%s", h.pprof, path), nil)
+	if err != nil {
+		return nil, "", err
 	}
 	client := &http.Client{Timeout: h.cfg.ProfileSeconds + time.Minute}
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("taking the provider's CPU profile: %w", err)
+		return nil, "", fmt.Errorf("taking the provider's profile %s: %w", path, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	data, err := io.ReadAll(resp.Body)
 	if err != nil || resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("taking the provider's CPU profile: %s %v", resp.Status, err)
+		return nil, "", fmt.Errorf("taking the provider's profile %s: %s %v", path, resp.Status, err)
 	}
-	file := filepath.Join(h.cfg.WorkDir, "provider-cpu.pprof")
+	file := filepath.Join(h.cfg.WorkDir, name)
 	if err := os.WriteFile(file, data, 0o644); err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	top, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-cum", fmt.Sprintf("-nodecount=%d", profileTopEntries), h.bin, file).Output()
+	cmd := append([]string{"tool", "pprof", "-top", fmt.Sprintf("-nodecount=%d", profileTopEntries)}, args...)
+	out, err := exec.CommandContext(ctx, "go", append(cmd, h.bin, file)...).Output()
 	if err != nil {
-		return nil, fmt.Errorf("reading the CPU profile with go tool pprof: %w", err)
+		return nil, "", fmt.Errorf("reading the profile %s with go tool pprof: %w", name, err)
 	}
-	return &Profile{Seconds: float64(secs), Kros: kros, File: file, Top: topLines(top)}, nil
+	return topLines(out), file, nil
 }
 
 // topLines are pprof's table, from its header on, without the trailing blank lines.
@@ -102,6 +126,17 @@ func renderProfile(p func(string, ...any), pr *Profile) {
 	p("")
 	p("```")
 	for _, l := range pr.Top {
+		p("%s", l)
+	}
+	p("```")
+	p("")
+	if len(pr.HeapTop) == 0 {
+		return
+	}
+	p("Its heap in use once the last step settled, by allocating function:")
+	p("")
+	p("```")
+	for _, l := range pr.HeapTop {
 		p("%s", l)
 	}
 	p("```")

@@ -76,6 +76,9 @@ func (h *harness) runSteps(ctx context.Context, res *Results) error {
 		if step.RSSMiB, step.HeapMiB, err = h.memory(ctx); err != nil {
 			return err
 		}
+		if err := h.heapProfile(ctx, res.Profile); err != nil {
+			return err
+		}
 		step.Engaged = n
 		h.logf("step N=%d: applied p99 %.0fms, ready p99 %.0fms, %.1f Kros/s, RSS %.1f MiB, heap %.1f MiB",
 			n, step.Applied.P99, step.Ready.P99, step.AppliedPerSecond, step.RSSMiB, step.HeapMiB)
