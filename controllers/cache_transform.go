@@ -11,7 +11,7 @@ import (
 
 // specWrittenMarker is what a compacted managedFields entry keeps of the fields its
 // manager owns: that they include the spec.
-var specWrittenMarker = []byte(`{"f:spec":{}}`)
+const specWrittenMarker = `{"f:spec":{}}`
 
 // CompactManagedFields is a cache transform that keeps of an object's managedFields only
 // what the provider reads (specWrittenByOthers): which other managers wrote its spec.
@@ -38,7 +38,7 @@ func CompactManagedFields(obj any) (any, error) {
 			continue
 		}
 		kept = append(kept, metav1.ManagedFieldsEntry{Manager: mf.Manager, Operation: mf.Operation, APIVersion: mf.APIVersion,
-			FieldsType: mf.FieldsType, FieldsV1: &metav1.FieldsV1{Raw: specWrittenMarker}})
+			FieldsType: mf.FieldsType, FieldsV1: metav1.NewFieldsV1(specWrittenMarker)})
 	}
 	o.SetManagedFields(kept)
 	return obj, nil

@@ -137,9 +137,15 @@ func (r *ProviderConfigReconciler) settled() handler.EventHandler {
 	req := reconcile.Request{NamespacedName: client.ObjectKey{Name: r.ProviderName}}
 	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) { q.AddAfter(req, providerConfigSettle) }
 	return handler.Funcs{
-		CreateFunc: func(_ context.Context, _ event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) { add(q) },
-		UpdateFunc: func(_ context.Context, _ event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) { add(q) },
-		DeleteFunc: func(_ context.Context, _ event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) { add(q) },
+		CreateFunc: func(_ context.Context, _ event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q)
+		},
+		UpdateFunc: func(_ context.Context, _ event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q)
+		},
+		DeleteFunc: func(_ context.Context, _ event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q)
+		},
 	}
 }
 

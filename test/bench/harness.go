@@ -47,9 +47,9 @@ type Config struct {
 	IdleWindow time.Duration
 	// ProviderFlags are added to the provider's `run` flags, e.g. --max-concurrent-reconciles=20.
 	ProviderFlags []string
-	// ProfileSeconds: a CPU profile of the provider over this long from the start of the
-	// last burst (0: none).
-	ProfileSeconds time.Duration
+	// CPUProfile is how long the provider's CPU profile runs from the start of the last
+	// burst (0: none).
+	CPUProfile time.Duration
 	// FluxControlPlanes is N of RunFlux: kwok ControlPlanes, real Flux, the real chart.
 	FluxControlPlanes int
 	// WorkDir holds the provider binary, kubeconfigs and logs.
@@ -375,7 +375,7 @@ func (h *harness) startProvider(ctx context.Context) error {
 	args := []string{"run",
 		"--onboarding-kubeconfig", h.obKube, "--platform-kubeconfig", h.plKube, "--pod-namespace", podNamespace,
 		"--metrics-bind-address", addrs[0], "--health-probe-bind-address", addrs[1]}
-	if h.cfg.ProfileSeconds > 0 {
+	if h.cfg.CPUProfile > 0 {
 		h.pprof = addrs[2]
 		args = append(args, "--pprof-bind-address", addrs[2])
 	}

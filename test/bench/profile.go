@@ -34,10 +34,10 @@ type Profile struct {
 // profileTopEntries is how many functions of the profile are recorded.
 const profileTopEntries = 25
 
-// cpuProfile starts a CPU profile of the provider of cfg.ProfileSeconds, unless
+// cpuProfile starts a CPU profile of the provider as long as cfg.CPUProfile, unless
 // profiling is off (then it returns nil). Wait for the result with the returned func.
 func (h *harness) cpuProfile(ctx context.Context, kros int) func() (*Profile, error) {
-	if h.pprof == "" || h.cfg.ProfileSeconds <= 0 {
+	if h.pprof == "" || h.cfg.CPUProfile <= 0 {
 		return nil
 	}
 	type out struct {
@@ -56,7 +56,7 @@ func (h *harness) cpuProfile(ctx context.Context, kros int) func() (*Profile, er
 }
 
 func (h *harness) takeProfile(ctx context.Context, kros int) (*Profile, error) {
-	secs := int(h.cfg.ProfileSeconds.Seconds())
+	secs := int(h.cfg.CPUProfile.Seconds())
 	top, file, err := h.pprofTop(ctx, fmt.Sprintf("profile?seconds=%d", secs), "provider-cpu.pprof", "-cum")
 	if err != nil {
 		return nil, err
@@ -81,15 +81,18 @@ func (h *harness) pprofTop(ctx context.Context, path, name string, args ...strin
 	if err != nil {
 		return nil, "", err
 	}
-	client := &http.Client{Timeout: h.cfg.ProfileSeconds + time.Minute}
+	client := &http.Client{Timeout: h.cfg.CPUProfile + time.Minute}
 	resp, err := client.Do(req)
 	if err != nil {
 		return nil, "", fmt.Errorf("taking the provider's profile %s: %w", path, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	data, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		return nil, "", fmt.Errorf("taking the provider's profile %s: %s %v", path, resp.Status, err)
+	if err != nil {
+		return nil, "", fmt.Errorf("reading the provider's profile %s: %w", path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, "", fmt.Errorf("taking the provider's profile %s: %s", path, resp.Status)
 	}
 	file := filepath.Join(h.cfg.WorkDir, name)
 	if err := os.WriteFile(file, data, 0o644); err != nil {

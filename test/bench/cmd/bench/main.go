@@ -79,7 +79,7 @@ func run() error {
 	flag.StringVar(&hoKros, "handover-kros", "1,100", "handover mode: numbers N of Kros with the earlier provider's installation, one run each in an environment of its own (0 skips the handover mode)")
 	flag.IntVar(&pc.Kros, "placement-kros", 100, "placement mode: Kros in each placement (ControlPlane, WorkloadCluster), each in an environment of its own (0 skips the placement mode)")
 	flag.DurationVar(&hc.Look, "handover-look", 200*time.Millisecond, "handover mode: how often the harness lists the Kros and the earlier objects")
-	flag.DurationVar(&cfg.ProfileSeconds, "cpu-profile-seconds", 0, "provider mode: take a CPU profile of the provider over this long from the start of the last step's burst, and record its top entries (0: none)")
+	flag.DurationVar(&cfg.CPUProfile, "cpu-profile-seconds", 0, "provider mode: take a CPU profile of the provider over this long from the start of the last step's burst, and record its top entries (0: none)")
 	flag.StringVar(&pflags, "provider-flags", "", "space-separated flags added to the provider's run, e.g. \"--max-concurrent-reconciles=20\"")
 	flag.IntVar(&cfg.FluxControlPlanes, "flux-controlplanes", 2, "N in flux mode: kwok ControlPlanes, each with its Kro")
 	flag.StringVar(&cfg.WorkDir, "work-dir", ".cache/bench", "folder for the provider binary, kubeconfigs and logs")
