@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -234,4 +235,20 @@ func TestRevisionNames(t *testing.T) {
 	g.Expect(back).To(Equal(v))
 	g.Expect(cr.Labels).To(HaveKeyWithValue(v1alpha1.LabelVersion, labelValue("V0.9.4+Build_1")))
 	g.Expect(cr.Revision).To(BeEquivalentTo(3))
+}
+
+func TestSortByKey(t *testing.T) {
+	g := NewWithT(t)
+	var kros []v1alpha1.Kro
+	for _, key := range []string{"b/x", "a-b/y", "a/z", "a/x"} {
+		ns, name, _ := strings.Cut(key, "/")
+		kros = append(kros, v1alpha1.Kro{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1alpha1.KroSpec{Version: key}})
+	}
+	sortByKey(kros)
+	var got []string
+	for i := range kros {
+		g.Expect(kros[i].Spec.Version).To(Equal(kroKey(&kros[i])), "each Kro moved whole")
+		got = append(got, kroKey(&kros[i]))
+	}
+	g.Expect(got).To(Equal([]string{"a-b/y", "a/x", "a/z", "b/x"}), "the order of the keys as strings")
 }
