@@ -71,9 +71,13 @@ func TestCompactManagedFields(t *testing.T) {
 
 	live := &sourcev1.OCIRepository{}
 	cached := &sourcev1.OCIRepository{}
-	g.Eventually(func(g Gomega) {
+	// readBoth reads the object from the API server into live and from the cache into cached.
+	readBoth := func(g Gomega) {
 		g.Expect(platform.Client.Get(ctx, client.ObjectKeyFromObject(repo), live)).To(Succeed())
 		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(repo), cached)).To(Succeed())
+	}
+	g.Eventually(func(g Gomega) {
+		readBoth(g)
 		g.Expect(cached.Status.Conditions).NotTo(BeEmpty())
 	}, timeout, interval).Should(Succeed())
 	g.Expect(live.ManagedFields).To(HaveLen(2), "the provider's apply and the status writer")
@@ -85,8 +89,7 @@ func TestCompactManagedFields(t *testing.T) {
 	edited.Spec.Interval = metav1.Duration{Duration: 5 * time.Minute}
 	g.Expect(platform.Client.Patch(ctx, edited, client.MergeFrom(live), client.FieldOwner("kubectl-edit"))).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		g.Expect(platform.Client.Get(ctx, client.ObjectKeyFromObject(repo), live)).To(Succeed())
-		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(repo), cached)).To(Succeed())
+		readBoth(g)
 		g.Expect(cached.Spec.Interval.Duration).To(Equal(5 * time.Minute))
 	}, timeout, interval).Should(Succeed())
 	g.Expect(specWrittenByOthers(live)).To(BeTrue())

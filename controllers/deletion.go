@@ -185,9 +185,7 @@ func (r *KroReconciler) finishDeletion(ctx context.Context, s *scope) (result, e
 		return res, err
 	}
 	if released, err := r.ControlPlanes.Release(ctx, s.kro); err != nil || !released {
-		s.obs.notBlocked(v1alpha1.ReasonReconcileSuccess, fmt.Sprintf(
-			"kro is uninstalled; openmcp is revoking the provider's access to the workload cluster (AccessRequests in %s), and then the provider withdraws its ClusterRequest for it",
-			s.tenantNamespace))
+		s.obs.notBlocked(v1alpha1.ReasonReconcileSuccess, "kro is uninstalled; "+withdrawalPending(s.tenantNamespace))
 		return waiting, err
 	}
 	if err := r.removeTenantNamespace(ctx, s); err != nil {

@@ -101,8 +101,8 @@ func (r *KroReconciler) leaveOldPlacement(ctx context.Context, s *scope) (result
 		if released, err := r.ControlPlanes.ReleaseWorkloadCluster(ctx, client.ObjectKeyFromObject(s.kro)); err != nil || !released {
 			s.obs.placement = from
 			s.obs.set(v1alpha1.ConditionHelmReleaseReady, metav1.ConditionFalse, v1alpha1.ReasonMovingPlacement, fmt.Sprintf(
-				"moving kro from %s to %s: kro is uninstalled from %s; openmcp is revoking the provider's access to it (AccessRequests in %s), and then the provider withdraws its ClusterRequest for it",
-				placementWhere(from), placementWhere(to), placementWhere(from), s.tenantNamespace))
+				"moving kro from %s to %s: kro is uninstalled from %s; %s",
+				placementWhere(from), placementWhere(to), placementWhere(from), withdrawalPending(s.tenantNamespace)))
 			return waiting, err
 		}
 		return proceed, nil

@@ -96,6 +96,13 @@ func (c *engagedControlPlanes) withdrawWorkloadCluster(ctx context.Context, kro 
 	return err == nil, err
 }
 
+// withdrawalPending says what a Kro waits for while withdrawWorkloadCluster is not done;
+// the requests are in the tenant namespace.
+func withdrawalPending(tenantNamespace string) string {
+	return fmt.Sprintf("openmcp is revoking the provider's access to the workload cluster (AccessRequests in %s), and then the provider withdraws its ClusterRequest for it",
+		tenantNamespace)
+}
+
 // openmcpObject is an empty object of an openmcp clusters kind at key, to read or delete.
 func openmcpObject(key types.NamespacedName, kind string) client.Object {
 	var o client.Object = &clustersv1alpha1.AccessRequest{}
