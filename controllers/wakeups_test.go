@@ -32,11 +32,13 @@ func TestWakeUps(t *testing.T) {
 		n.ResourceVersion = "2"
 	})})).To(BeFalse(), "Flux's finalizer")
 	for what, change := range map[string]func(*helmv2.HelmRelease){
-		"spec":       func(n *helmv2.HelmRelease) { n.Generation = 2 },
-		"status":     func(n *helmv2.HelmRelease) { n.Status.ObservedGeneration = 1 },
-		"label":      func(n *helmv2.HelmRelease) { n.Labels = map[string]string{v1alpha1.LabelFluxShard: "a"} },
-		"annotation": func(n *helmv2.HelmRelease) { n.Annotations = map[string]string{"reconcile.fluxcd.io/requestedAt": "now"} },
-		"deletion":   func(n *helmv2.HelmRelease) { n.DeletionTimestamp = &metav1.Time{Time: time.Now()} },
+		"spec":   func(n *helmv2.HelmRelease) { n.Generation = 2 },
+		"status": func(n *helmv2.HelmRelease) { n.Status.ObservedGeneration = 1 },
+		"label":  func(n *helmv2.HelmRelease) { n.Labels = map[string]string{v1alpha1.LabelFluxShard: "a"} },
+		"annotation": func(n *helmv2.HelmRelease) {
+			n.Annotations = map[string]string{"reconcile.fluxcd.io/requestedAt": "now"}
+		},
+		"deletion": func(n *helmv2.HelmRelease) { n.DeletionTimestamp = &metav1.Time{Time: time.Now()} },
 	} {
 		g.Expect(flux.Update(event.UpdateEvent{ObjectOld: hr, ObjectNew: with(change)})).To(BeTrue(), what)
 	}
