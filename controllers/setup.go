@@ -35,9 +35,10 @@ type Options struct {
 	PodNamespace string
 	// Access says where ControlPlane kubeconfigs come from; standalone by default.
 	Access AccessMode
-	// ProbeInterval is how often an engaged ControlPlane is checked for reachability
-	// (default 15s).
-	ProbeInterval time.Duration
+	// QuietPeriod is how long an engaged ControlPlane may stay quiet before it is
+	// probed for reachability (default 90s); ProbeInterval is how often an unreachable
+	// one is probed again (default 15s). See controlplane.Options.
+	QuietPeriod, ProbeInterval time.Duration
 	// MaxBackoff bounds the wait between connection attempts to an unreachable
 	// ControlPlane (default 2m).
 	MaxBackoff time.Duration
@@ -109,6 +110,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, platformConfig *rest.Config, o
 			controlplane.Kinds{krov1alpha1.GroupVersion.WithKind("ResourceGraphDefinition"): meta.RESTScopeRoot})},
 		ClusterOptionsFor: WorkloadClusterOptions,
 		ProbeInterval:     o.ProbeInterval,
+		QuietPeriod:       o.QuietPeriod,
 		MaxBackoff:        o.MaxBackoff,
 		OnChange:          events.Notify,
 		Log:               log.WithName("controlplane-provider"),

@@ -30,6 +30,7 @@ type runOptions struct {
 	commonOptions
 	access           string
 	probeInterval    time.Duration
+	quietPeriod      time.Duration
 	accessGrace      time.Duration
 	concurrency      int
 	qps              float64
@@ -49,7 +50,8 @@ type runOptions struct {
 func (o *runOptions) bind(fs *flag.FlagSet) {
 	o.commonOptions.bind(fs)
 	fs.StringVar(&o.access, "controlplane-access", "", "where ControlPlane kubeconfigs come from: standalone (a secret labelled "+v1alpha1.LabelControlPlaneKubeconfig+"=true in the tenant namespace) or openmcp (an AccessRequest per ControlPlane); default openmcp when the onboarding cluster is requested from openmcp, else standalone")
-	fs.DurationVar(&o.probeInterval, "controlplane-probe-interval", 15*time.Second, "how often each engaged ControlPlane is checked for reachability")
+	fs.DurationVar(&o.quietPeriod, "controlplane-quiet-period", 90*time.Second, "how long an engaged ControlPlane may stay quiet (no answer to the provider's requests, no event or bookmark on its watches) before it is probed; a failed request has it probed at once")
+	fs.DurationVar(&o.probeInterval, "controlplane-probe-interval", 15*time.Second, "how often an unreachable ControlPlane is probed again")
 	fs.DurationVar(&o.accessGrace, "access-grace-period", controllers.DefaultAccessGracePeriod,
 		"standalone access: how long a ControlPlane's kubeconfig secret must be missing before the deletion of its Kro counts the ControlPlane as gone and drops kro without uninstalling it")
 	fs.IntVar(&o.concurrency, "max-concurrent-reconciles", 10, "how many Kros are reconciled at once")
@@ -203,6 +205,7 @@ func runManager(ctx context.Context, args []string, stderr io.Writer) error {
 		PodNamespace:  o.podNamespace,
 		Access:        access,
 		ProbeInterval: o.probeInterval,
+		QuietPeriod:   o.quietPeriod,
 		Identity:      o.runIdentity(),
 
 		AccessGracePeriod: o.accessGrace,

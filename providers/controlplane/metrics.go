@@ -12,12 +12,36 @@ var controlPlanesDesc = prometheus.NewDesc(
 	[]string{"phase"}, nil,
 )
 
+// probesDesc counts the probes of engaged ControlPlanes by what called for them: a
+// ControlPlane quiet for the probe interval, a failed request of its own, or one that
+// was unreachable at the last probe.
+var probesDesc = prometheus.NewDesc(
+	"service_provider_kro_controlplane_probes_total",
+	"Probes of engaged ControlPlanes, by cause (quiet, failure, unreachable).",
+	[]string{"cause"}, nil,
+)
+
+// probeCause is what called for a probe.
+type probeCause int
+
+const (
+	causeQuiet probeCause = iota
+	causeFailure
+	causeUnreachable
+	causes
+)
+
+var causeNames = [causes]string{"quiet", "failure", "unreachable"}
+
 // Collector exposes the provider's ControlPlanes as metrics, computed at scrape time.
 func (p *Provider) Collector() prometheus.Collector { return collector{p} }
 
 type collector struct{ p *Provider }
 
-func (c collector) Describe(ch chan<- *prometheus.Desc) { ch <- controlPlanesDesc }
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- controlPlanesDesc
+	ch <- probesDesc
+}
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counts := map[Phase]int{Connecting: 0, Engaged: 0, Unreachable: 0}
@@ -28,5 +52,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	c.p.mu.Unlock()
 	for phase, n := range counts {
 		ch <- prometheus.MustNewConstMetric(controlPlanesDesc, prometheus.GaugeValue, float64(n), string(phase))
+	}
+	for cause, name := range causeNames {
+		ch <- prometheus.MustNewConstMetric(probesDesc, prometheus.CounterValue, float64(c.p.probes[cause].Load()), name)
 	}
 }

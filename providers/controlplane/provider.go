@@ -1,8 +1,8 @@
 // Package controlplane is a multicluster-runtime cluster provider with one cluster per
 // tenant ControlPlane. The Kro reconciler, which knows where each ControlPlane's kubeconfig
 // comes from (a labelled secret, or a granted openmcp AccessRequest), hands the kubeconfig
-// to Ensure; the provider engages a cluster with a live cache for it, keeps probing it,
-// re-engages it when the kubeconfig changes and disengages it on Remove.
+// to Ensure; the provider engages a cluster with a live cache for it, probes it when it
+// has gone quiet, re-engages it when the kubeconfig changes and disengages it on Remove.
 //
 // Engagement happens in a goroutine per ControlPlane, so that an unreachable ControlPlane
 // never slows the others down, and each cluster's context derives from the provider's
@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -61,8 +62,15 @@ type Options struct {
 	// that cluster: a workload cluster's cache holds the tenant's namespace there, not a
 	// ControlPlane's kro-system.
 	ClusterOptionsFor func(multicluster.ClusterName) []cluster.Option
-	// ProbeInterval is how often an engaged ControlPlane is asked whether it still
-	// answers. Default 15s.
+	// QuietPeriod is how long an engaged ControlPlane may stay quiet (no answer to its
+	// cluster's requests, no event or bookmark on its watches) before it is asked whether
+	// it still answers. A request of the cluster's that fails has it asked at once.
+	// Default 90s: the API server sends each watch a bookmark every minute, so a
+	// reachable ControlPlane is never quiet that long, and a connection that stops
+	// answering is closed by client-go's HTTP/2 health check within 45s, which fails
+	// the watches on it.
+	QuietPeriod time.Duration
+	// ProbeInterval is how often an unreachable ControlPlane is asked again. Default 15s.
 	ProbeInterval time.Duration
 	// ProbeTimeout bounds one probe. Default 5s.
 	ProbeTimeout time.Duration
@@ -86,6 +94,7 @@ type Provider struct {
 	clusters map[multicluster.ClusterName]*entry
 	indexers []indexer
 	ready    chan struct{} // closed once Start has run
+	probes   [causes]atomic.Int64
 }
 
 type indexer struct {
@@ -112,6 +121,9 @@ var (
 
 // New returns a provider; the multicluster manager starts it.
 func New(opts Options) *Provider {
+	if opts.QuietPeriod == 0 {
+		opts.QuietPeriod = 90 * time.Second
+	}
 	if opts.ProbeInterval == 0 {
 		opts.ProbeInterval = 15 * time.Second
 	}
@@ -260,9 +272,10 @@ func (p *Provider) run(ctx context.Context, name multicluster.ClusterName, cfg *
 	defer stopWithProvider()
 
 	backoff := newBackoff(p.opts.MinBackoff, p.opts.MaxBackoff)
+	live := newLiveness()
 	for stop == nil {
 		var err error
-		if stop, err = p.engage(ctx, name, cfg, e); err != nil {
+		if stop, err = p.engage(ctx, name, cfg, live, e); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
@@ -276,24 +289,51 @@ func (p *Provider) run(ctx context.Context, name multicluster.ClusterName, cfg *
 	}
 	log.Info("engaged")
 	p.setState(name, e, State{Phase: Engaged})
+	p.watchOver(ctx, name, cfg, live, e)
+}
 
-	// Probe: the cache keeps serving what it last saw when a ControlPlane goes away, so
-	// the provider asks the ControlPlane itself whether it still answers.
-	t := time.NewTicker(p.opts.ProbeInterval)
+// watchOver keeps an engaged ControlPlane's phase true until ctx ends. The cache keeps
+// serving what it last saw when a ControlPlane goes away, so the ControlPlane itself must
+// show that it answers: by its own traffic (the cluster's requests, its watches' events
+// and bookmarks) or, once that has been quiet for QuietPeriod, by a probe. A request of
+// the cluster's that fails calls for a probe at once. While Unreachable, it is probed
+// every ProbeInterval whatever else it says.
+func (p *Provider) watchOver(ctx context.Context, name multicluster.ClusterName, cfg *rest.Config, live *liveness, e *entry) {
+	quietPeriod := p.opts.QuietPeriod
+	t := time.NewTimer(quietPeriod)
 	defer t.Stop()
+	reachable := true
 	for {
+		cause := causeUnreachable
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
-		}
-		if err := p.probe(ctx, cfg); err != nil {
-			if ctx.Err() != nil {
-				return
+		case <-live.trouble:
+			if !reachable {
+				continue // the timer probes an unreachable ControlPlane
 			}
-			p.setState(name, e, State{Phase: Unreachable, Message: summarize(err)})
-		} else {
+			cause = causeFailure
+		case <-t.C:
+			if reachable {
+				if quiet := live.quiet(); quiet < quietPeriod {
+					t.Reset(quietPeriod - quiet)
+					continue
+				}
+				cause = causeQuiet
+			}
+		}
+		err := p.probe(ctx, cfg)
+		if ctx.Err() != nil {
+			return
+		}
+		p.probes[cause].Add(1)
+		if reachable = err == nil; reachable {
+			live.answered()
 			p.setState(name, e, State{Phase: Engaged})
+			t.Reset(quietPeriod)
+		} else {
+			p.setState(name, e, State{Phase: Unreachable, Message: summarize(err)})
+			t.Reset(p.opts.ProbeInterval)
 		}
 	}
 }
@@ -301,7 +341,7 @@ func (p *Provider) run(ctx context.Context, name multicluster.ClusterName, cfg *
 // engage checks that the ControlPlane answers, starts a cluster for it and engages the
 // multicluster manager's components with it. It returns the function that stops the
 // cluster; on failure nothing is left running.
-func (p *Provider) engage(ctx context.Context, name multicluster.ClusterName, cfg *rest.Config, e *entry) (stop func(), err error) {
+func (p *Provider) engage(ctx context.Context, name multicluster.ClusterName, cfg *rest.Config, live *liveness, e *entry) (stop func(), err error) {
 	if err := p.probe(ctx, cfg); err != nil {
 		return nil, err
 	}
@@ -311,7 +351,7 @@ func (p *Provider) engage(ctx context.Context, name multicluster.ClusterName, cf
 			opts = o
 		}
 	}
-	cl, err := cluster.New(cfg, opts...)
+	cl, err := cluster.New(live.watch(cfg), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("creating the cluster: %w", err)
 	}

@@ -53,8 +53,9 @@ type RolloutResults struct {
 	Kros           int  `json:"kros"`
 	CreatedToReady Dist `json:"createdToReady"`
 	// RestWindowSeconds and RestRequestsPerSecond: the provider's requests at rest, every
-	// Kro Ready, before the first change, by cluster and method: mostly the probes of the
-	// engaged ControlPlanes (--controlplane-probe-interval), which go on during a rollout.
+	// Kro Ready, before the first change, by cluster and method: the probes of engaged
+	// ControlPlanes that went quiet (--controlplane-quiet-period) and the watches'
+	// restarts, which go on during a rollout.
 	RestWindowSeconds     float64            `json:"restWindowSeconds"`
 	RestRequestsPerSecond map[string]float64 `json:"restRequestsPerSecond"`
 	// Runs are the rollouts, one after the other.

@@ -97,8 +97,8 @@ func rolloutMarkdown(p func(string, ...any), r *RolloutResults) {
 			medP95Max(run.Unavailable), medP95Max(run.Upgrade), medP95Max(run.ReadyToKroReady))
 	}
 	p("")
-	p("At rest before the first change (%.0f s, every Kro Ready), the provider made %.1f requests/s (%s), mostly the probes of the engaged", r.RestWindowSeconds, total(r.RestRequestsPerSecond), rates(r.RestRequestsPerSecond))
-	p("ControlPlanes, which go on during a rollout. \"Beyond rest\" takes that rate over the counted window off the requests.")
+	p("At rest before the first change (%.0f s, every Kro Ready), the provider made %.1f requests/s (%s): probes of", r.RestWindowSeconds, total(r.RestRequestsPerSecond), rates(r.RestRequestsPerSecond))
+	p("ControlPlanes gone quiet and watches restarting, which go on during a rollout. \"Beyond rest\" takes that rate over the counted window off the requests.")
 	p("A change of the ProviderConfig's spec brings every Kro back once, whatever its version (controllers/watches.go): each run's")
 	p("Kro reconciles include one for each of the %d Kros, also those of the version that did not change.", r.Kros)
 	p("")

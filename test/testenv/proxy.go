@@ -10,16 +10,18 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// Proxy forwards TCP connections to an API server, and can cut them to play a network
-// partition between one client and the server: Cut closes every open connection and
-// refuses new ones until Heal.
+// Proxy forwards TCP connections to an API server, and can play two network failures
+// between one client and the server until Heal: Cut closes every open connection and
+// refuses new ones (the client learns at once); Stall drops what is sent either way and
+// keeps the connections open (the client learns only by waiting).
 type Proxy struct {
 	ln     net.Listener
 	target string
 
-	mu    sync.Mutex
-	cut   bool
-	conns map[net.Conn]struct{}
+	mu      sync.Mutex
+	cut     bool
+	stalled bool
+	conns   map[net.Conn]struct{}
 }
 
 // StartProxy starts a proxy to the API server of cfg, on a free local port.
@@ -55,11 +57,18 @@ func (p *Proxy) Cut() {
 	}
 }
 
+// Stall drops every byte sent through the proxy, on open connections and new ones.
+func (p *Proxy) Stall() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stalled = true
+}
+
 // Heal lets connections through again.
 func (p *Proxy) Heal() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.cut = false
+	p.cut, p.stalled = false, false
 }
 
 // Close stops the proxy.
@@ -89,14 +98,33 @@ func (p *Proxy) forward(in net.Conn) {
 		return
 	}
 	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(out, in); done <- struct{}{} }()
-	go func() { _, _ = io.Copy(in, out); done <- struct{}{} }()
+	go func() { p.pipe(out, in); done <- struct{}{} }()
+	go func() { p.pipe(in, out); done <- struct{}{} }()
 	<-done
 	_, _ = in.Close(), out.Close()
 	p.mu.Lock()
 	delete(p.conns, in)
 	delete(p.conns, out)
 	p.mu.Unlock()
+}
+
+// pipe copies from src to dst until either ends, dropping what arrives while stalled.
+func (p *Proxy) pipe(dst io.Writer, src io.Reader) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		p.mu.Lock()
+		stalled := p.stalled
+		p.mu.Unlock()
+		if n > 0 && !stalled {
+			if _, err := dst.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 func (p *Proxy) track(cs ...net.Conn) bool {
