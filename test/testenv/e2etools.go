@@ -3,6 +3,9 @@ package testenv
 import (
 	"context"
 	"io"
+	"os"
+	"strconv"
+	"sync"
 )
 
 // Versions of the commands the end-to-end environment builds. They are pinned by the
@@ -109,17 +112,85 @@ func E2ETools() []Tool {
 	return append(SandboxTools(), OpenMCPOperator)
 }
 
-// ToolPaths returns the binaries of tools by name, building the missing ones one after
-// another (a cold build costs minutes and a lot of memory; in parallel they would only
-// compete for the same cores). Tool.Path writes each build's duration to log.
+// BuildLanesEnv names the variable that sets how many wrapper modules ToolPaths builds
+// side by side (default DefaultBuildLanes; 1 builds one tool after another).
+const BuildLanesEnv = "TESTENV_BUILD_LANES"
+
+// DefaultBuildLanes: two modules at once. A cold build is mostly compiling, which go
+// build already spreads over the cores; a second module fills what one leaves idle (its
+// downloads, its links, the tail of its package graph). docs/testing.md has the times.
+const DefaultBuildLanes = 2
+
+// ToolPaths returns the binaries of tools by name, building the missing ones. The tools
+// of one wrapper module are built one after another, since they share most packages and
+// a second build at the same time would compile them again; different modules are built
+// side by side, BuildLanesEnv at once, in the order of tools (heaviest first). Tool.Path
+// writes each build's duration to log.
 func ToolPaths(ctx context.Context, log io.Writer, tools ...Tool) (map[string]string, error) {
-	out := make(map[string]string, len(tools))
-	for _, t := range tools {
-		p, err := t.Path(ctx, log)
-		if err != nil {
-			return nil, err
-		}
-		out[t.Name] = p
+	lanes := DefaultBuildLanes
+	if v, err := strconv.Atoi(os.Getenv(BuildLanesEnv)); err == nil && v > 0 {
+		lanes = v
 	}
-	return out, nil
+	var modules []string
+	byModule := map[string][]Tool{}
+	for _, t := range tools {
+		if _, ok := byModule[t.ModuleDir]; !ok {
+			modules = append(modules, t.ModuleDir)
+		}
+		byModule[t.ModuleDir] = append(byModule[t.ModuleDir], t)
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu    sync.Mutex
+		out   = make(map[string]string, len(tools))
+		first error
+		wg    sync.WaitGroup
+	)
+	log = &syncWriter{w: log}
+	next := make(chan string)
+	for range min(lanes, len(modules)) {
+		wg.Go(func() {
+			for m := range next {
+				for _, t := range byModule[m] {
+					p, err := t.Path(ctx, log)
+					mu.Lock()
+					if err != nil && first == nil {
+						first = err
+						cancel()
+					}
+					out[t.Name] = p
+					mu.Unlock()
+					if err != nil {
+						break
+					}
+				}
+			}
+		})
+	}
+	for _, m := range modules {
+		select {
+		case next <- m:
+		case <-ctx.Done():
+		}
+	}
+	close(next)
+	wg.Wait()
+	if first != nil {
+		return nil, first
+	}
+	return out, ctx.Err()
+}
+
+// syncWriter lets the lanes share one log.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
