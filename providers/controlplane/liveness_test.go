@@ -8,7 +8,6 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -58,18 +57,20 @@ func ownProvider(t *testing.T, quiet time.Duration, kubeconfig []byte) (*control
 
 // probes reads service_provider_kro_controlplane_probes_total{cause} from p's collector.
 func probes(g Gomega, p *controlplane.Provider, cause string) float64 {
-	reg := prometheus.NewRegistry()
-	g.Expect(reg.Register(p.Collector())).To(Succeed())
-	families, err := reg.Gather()
-	g.Expect(err).NotTo(HaveOccurred())
-	for _, f := range families {
-		for _, m := range f.GetMetric() {
-			if f.GetName() == "service_provider_kro_controlplane_probes_total" && m.GetLabel()[0].GetValue() == cause {
-				return m.GetCounter().GetValue()
-			}
-		}
+	return collected(g, p, "service_provider_kro_controlplane_probes_total", cause)
+}
+
+// ownProviderThroughProxy is ownProvider on cp-a through a proxy of the test's own.
+func ownProviderThroughProxy(t *testing.T, quiet time.Duration) (*controlplane.Provider, multicluster.ClusterName, *testenv.Proxy) {
+	t.Helper()
+	proxy, err := testenv.StartProxy(cpA.Config)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return -1
+	t.Cleanup(func() { _ = proxy.Close() })
+	kubeconfig := regexp.MustCompile(`server: \S+`).ReplaceAll(cpA.Kubeconfig, []byte("server: "+proxy.Config(cpA.Config).Host))
+	p, name := ownProvider(t, quiet, kubeconfig)
+	return p, name, proxy
 }
 
 // TestOnlyQuietControlPlanesAreProbed: a ControlPlane whose watch delivers events more
@@ -103,11 +104,8 @@ func TestOnlyQuietControlPlanesAreProbed(t *testing.T) {
 func TestBrokenConnectionIsProbedAtOnce(t *testing.T) {
 	withProvider(t)
 	g := NewWithT(t)
-	proxy, err := testenv.StartProxy(cpA.Config)
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = proxy.Close() })
 	const quiet = time.Minute
-	p, name := ownProvider(t, quiet, throughProxy(proxy))
+	p, name, proxy := ownProviderThroughProxy(t, quiet)
 
 	var list corev1.SecretList
 	cl, err := p.Get(context.Background(), name)
@@ -133,11 +131,8 @@ func TestBrokenConnectionIsProbedAtOnce(t *testing.T) {
 func TestSilentControlPlaneIsProbed(t *testing.T) {
 	withProvider(t)
 	g := NewWithT(t)
-	proxy, err := testenv.StartProxy(cpA.Config)
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = proxy.Close() })
 	const quiet = 2 * time.Second
-	p, name := ownProvider(t, quiet, throughProxy(proxy))
+	p, name, proxy := ownProviderThroughProxy(t, quiet)
 
 	proxy.Stall()
 	stalled := time.Now()
@@ -145,9 +140,4 @@ func TestSilentControlPlaneIsProbed(t *testing.T) {
 	t.Logf("reported Unreachable %s after the stall (quiet period %s)", time.Since(stalled).Round(time.Millisecond), quiet)
 	g.Expect(probes(g, p, "quiet")).To(BeNumerically(">=", 1))
 	g.Expect(p.State(name).Message).To(Or(ContainSubstring("deadline exceeded"), ContainSubstring("Timeout exceeded")))
-}
-
-// throughProxy is cp-a's kubeconfig with the proxy as its server.
-func throughProxy(proxy *testenv.Proxy) []byte {
-	return regexp.MustCompile(`server: \S+`).ReplaceAll(cpA.Kubeconfig, []byte("server: "+proxy.Config(cpA.Config).Host))
 }

@@ -351,14 +351,20 @@ func TestBadAndUnreachableKubeconfigs(t *testing.T) {
 
 // phaseMetric reads service_provider_kro_controlplanes{phase} from the provider's collector.
 func phaseMetric(g Gomega, phase string) float64 {
+	return collected(g, provider, "service_provider_kro_controlplanes", phase)
+}
+
+// collected reads the gauge or counter name{label} from p's collector (its only label),
+// or -1 when p does not report it.
+func collected(g Gomega, p *controlplane.Provider, name, label string) float64 {
 	reg := prometheus.NewRegistry()
-	g.Expect(reg.Register(provider.Collector())).To(Succeed())
+	g.Expect(reg.Register(p.Collector())).To(Succeed())
 	families, err := reg.Gather()
 	g.Expect(err).NotTo(HaveOccurred())
 	for _, f := range families {
 		for _, m := range f.GetMetric() {
-			if f.GetName() == "service_provider_kro_controlplanes" && m.GetLabel()[0].GetValue() == phase {
-				return m.GetGauge().GetValue()
+			if f.GetName() == name && m.GetLabel()[0].GetValue() == label {
+				return m.GetGauge().GetValue() + m.GetCounter().GetValue()
 			}
 		}
 	}
