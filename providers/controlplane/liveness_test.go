@@ -42,7 +42,12 @@ func ownProvider(t *testing.T, quiet time.Duration, kubeconfig []byte) (*control
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Start(ctx, nopAware{}) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
 
 	name := multicluster.ClusterName("probes/" + t.Name())
 	_, err := p.Ensure(name, kubeconfig)

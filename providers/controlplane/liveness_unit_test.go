@@ -16,30 +16,7 @@ import (
 // credentials, server errors, failed connections and broken streams call for a probe;
 // a request that its caller cancelled, or a body its reader closed, do not.
 func TestLivenessTransport(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/401":
-			w.WriteHeader(http.StatusUnauthorized)
-		case "/403":
-			w.WriteHeader(http.StatusForbidden)
-		case "/503":
-			w.WriteHeader(http.StatusServiceUnavailable)
-		case "/404":
-			w.WriteHeader(http.StatusNotFound)
-		case "/stream": // a watch: a first event, then the connection breaks
-			w.Header().Set("Content-Length", "1000")
-			_, _ = w.Write([]byte(`{"type":"BOOKMARK"}`))
-			w.(http.Flusher).Flush()
-			time.Sleep(50 * time.Millisecond)
-			panic(http.ErrAbortHandler)
-		case "/slow":
-			_, _ = w.Write([]byte("a"))
-			w.(http.Flusher).Flush()
-			<-r.Context().Done()
-		default:
-			_, _ = w.Write([]byte("ok"))
-		}
-	}))
+	srv := httptest.NewServer(http.HandlerFunc(answer))
 	defer srv.Close()
 
 	l := newLiveness()
@@ -99,6 +76,7 @@ func TestLivenessTransport(t *testing.T) {
 	resp = get(ctx, "/slow")
 	cancel()
 	_, _ = io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
 	if failed() {
 		t.Error("a body closed by its reader, or a request cancelled by its caller, called for a probe")
 	}
@@ -108,5 +86,31 @@ func TestLivenessTransport(t *testing.T) {
 	read("/ok")
 	if !failed() {
 		t.Error("a refused connection did not call for a probe")
+	}
+}
+
+// answer plays an API server for TestLivenessTransport, by path.
+func answer(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/401":
+		w.WriteHeader(http.StatusUnauthorized)
+	case "/403":
+		w.WriteHeader(http.StatusForbidden)
+	case "/503":
+		w.WriteHeader(http.StatusServiceUnavailable)
+	case "/404":
+		w.WriteHeader(http.StatusNotFound)
+	case "/stream": // a watch: a first event, then the connection breaks
+		w.Header().Set("Content-Length", "1000")
+		_, _ = w.Write([]byte(`{"type":"BOOKMARK"}`))
+		w.(http.Flusher).Flush()
+		time.Sleep(50 * time.Millisecond)
+		panic(http.ErrAbortHandler)
+	case "/slow":
+		_, _ = w.Write([]byte("a"))
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	default:
+		_, _ = w.Write([]byte("ok"))
 	}
 }

@@ -116,7 +116,7 @@ func E2ETools() []Tool {
 // side by side (default DefaultBuildLanes; 1 builds one tool after another).
 const BuildLanesEnv = "TESTENV_BUILD_LANES"
 
-// DefaultBuildLanes: one module at a time, as before, until building two at once
+// DefaultBuildLanes is one module at a time, as before, until building two at once
 // (TESTENV_BUILD_LANES=2) has been measured cold against it on two cores.
 const DefaultBuildLanes = 1
 
