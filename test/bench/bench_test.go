@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 )
 
 func TestSummarizeNearestRank(t *testing.T) {
@@ -150,6 +152,27 @@ func TestMarkdown(t *testing.T) {
 		"clusters 4.0 s, flux 0.2 s",
 	} {
 		expectIn(t, "markdown with real Flux", md, want)
+	}
+
+	sharded := *r.Flux
+	sharded.Shards = &FluxShardResults{
+		Keys: []string{"shard-1", "shard-2"}, Spread: []v1alpha1.FluxShardStatus{{Key: "shard-1", Kros: 3}, {Key: "shard-2", Kros: 1}},
+		Reconciled:       map[string]int{"": 0, "shard-1": 3, "shard-2": 1, "shard-3": 2},
+		ControllerRSSMiB: map[string]float64{"shard-1/helm-controller": 40.5},
+		Move:             FluxShardMove{AddedKey: "shard-3", Moved: 2, Stayed: 2, ToRelabelledMs: 1500, ToReconciledMs: 2100, ReleasesBefore: 4, ReleasesAfter: 4},
+	}
+	r.FluxSharded = &sharded
+	md = Markdown(r, "l.svg", "m.svg")
+	for _, want := range []string{
+		"## Real Flux, sharded",
+		"| Kros per key (ProviderConfig `status.fluxShards`) | shard-1 3, shard-2 1 |",
+		"reconciled (`gotk_reconcile_duration_seconds`) | unsharded 0, shard-1 3, shard-2 1, shard-3 2 |",
+		"| key `shard-3` added: Kros moved, stayed | 2, 2 |",
+		"every moved HelmRelease carries the new key | 1.50 s |",
+		"before → after the move | 4 → 4 |",
+		"-modes fluxshards -flux-controlplanes 2 -flux-shards 2 -repeats 3",
+	} {
+		expectIn(t, "markdown with sharded Flux", md, want)
 	}
 }
 

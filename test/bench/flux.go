@@ -60,6 +60,9 @@ type FluxResults struct {
 	BaselineHeapMiB float64 `json:"baselineHeapInuseMiB"`
 	RSSMiB          float64 `json:"rssMiB"`
 	HeapMiB         float64 `json:"heapInuseMiB"`
+
+	// Shards is the run with Flux's sharding (Config.FluxShards > 0).
+	Shards *FluxShardResults `json:"shards,omitempty"`
 }
 
 // versionFlux is the version the ProviderConfig offers in flux mode.
@@ -130,16 +133,25 @@ func (h *harness) setupFlux(ctx context.Context, res *FluxResults) error {
 		names = append(names, fmt.Sprintf("cp-%d", i+1))
 	}
 	h.logf("starting the real-Flux environment with %d kwok ControlPlanes (builds what is missing)", len(names))
-	e, err := testenv.StartE2E(ctx, h.cfg.Log, testenv.E2EOptions{
+	opts := testenv.E2EOptions{
 		Dir:              filepath.Join(h.cfg.WorkDir, "env"),
 		OtherClusters:    []testenv.ClusterOptions{{Name: "onboarding"}},
 		ControlPlanes:    names,
 		KroChartVersions: []string{chartVersion},
-	})
+	}
+	if h.cfg.FluxShards > 0 {
+		opts.FluxWatchLabelSelector = "!" + v1alpha1.LabelFluxShard
+	}
+	e, err := testenv.StartE2E(ctx, h.cfg.Log, opts)
 	if err != nil {
 		return err
 	}
 	h.e2e = e
+	if h.cfg.FluxShards > 0 {
+		if err := h.startFluxShards(ctx, res); err != nil {
+			return err
+		}
+	}
 	for _, t := range e.Timings {
 		res.Setup[t.Step] = round(t.Duration.Seconds())
 	}
@@ -214,6 +226,11 @@ func (h *harness) runFlux(ctx context.Context, res *FluxResults) error {
 		if r == 0 {
 			if err := h.fluxSteadyState(ctx, res); err != nil {
 				return err
+			}
+			if h.cfg.FluxShards > 0 {
+				if err := h.fluxShardSteadyState(ctx, res); err != nil {
+					return err
+				}
 			}
 		}
 		h.logf("flux round %d/%d: deleting the Kros, each blocked by an RGD", r+1, h.cfg.Repeats)

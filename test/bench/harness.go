@@ -52,6 +52,9 @@ type Config struct {
 	CPUProfile time.Duration
 	// FluxControlPlanes is N of RunFlux: kwok ControlPlanes, real Flux, the real chart.
 	FluxControlPlanes int
+	// FluxShards, in RunFlux, is the number of Flux shard keys the ProviderConfig names,
+	// each with a source- and helm-controller pair of its own (0: no shards).
+	FluxShards int
 	// WorkDir holds the provider binary, kubeconfigs and logs.
 	WorkDir string
 	// Log receives progress.
@@ -121,6 +124,8 @@ type harness struct {
 	pullSecretData func(nonce string) map[string][]byte
 	// e2e is the real-Flux environment (flux mode only).
 	e2e *testenv.E2E
+	// fluxShards are the Flux shards' controller pairs, by key (fluxShardKey).
+	fluxShards []*testenv.Flux
 	// helmUpgrade is how long the harness, playing helm-controller, takes to upgrade a
 	// release whose spec changed (0: it marks it Ready at once, as it does an install);
 	// upgrades are the upgrades under way (rollout_flux.go).
@@ -201,6 +206,9 @@ func newHarness(cfg Config) *harness {
 func (h *harness) stop() {
 	if h.proc != nil {
 		_ = h.proc.Stop()
+	}
+	for _, f := range h.fluxShards {
+		_ = f.Stop()
 	}
 	if h.e2e != nil {
 		_ = h.e2e.Stop()
@@ -355,6 +363,7 @@ func (h *harness) prepareClusters(ctx context.Context, versions []v1alpha1.KroVe
 			Spec: v1alpha1.ProviderConfigSpec{
 				PollInterval: &metav1.Duration{Duration: pollInterval},
 				Versions:     versions,
+				FluxShards:   h.fluxShardKeys(),
 			},
 		},
 	} {

@@ -281,6 +281,9 @@ func Markdown(r *Results, latencySVG, memorySVG string) string {
 	if r.Flux != nil {
 		fluxMarkdown(p, r.Flux)
 	}
+	if r.FluxSharded != nil {
+		fluxShardsMarkdown(p, r.FluxSharded)
+	}
 	if r.Sharded != nil {
 		shardedMarkdown(p, r.Sharded)
 	}
@@ -388,6 +391,11 @@ func burstText(n int) string {
 func fluxMarkdown(p func(string, ...any), f *FluxResults) {
 	p("")
 	p("## Real Flux")
+	fluxRunMarkdown(p, f)
+}
+
+// fluxRunMarkdown renders a run with real Flux below its heading.
+func fluxRunMarkdown(p func(string, ...any), f *FluxResults) {
 	p("")
 	p("Measured %s, took %s. %s and kro's real chart %s (packaged from kro's Go module), pulled from a TLS registry with basic auth;", f.Started.Format("2006-01-02 15:04 MST"), f.Duration, f.Flux, f.Chart)
 	p("%d kwok ControlPlanes (kube-apiserver, controller-manager and scheduler as processes, fake nodes), so kro's Deployment", f.ControlPlanes)

@@ -46,6 +46,8 @@ type Results struct {
 
 	// Flux is the run with real Flux at small N, when there was one.
 	Flux *FluxResults `json:"flux,omitempty"`
+	// FluxSharded is a run with real Flux sharded by spec.fluxShards, when there was one.
+	FluxSharded *FluxResults `json:"fluxSharded,omitempty"`
 
 	// Sharded is the run of several replicas with --sharding, when there was one.
 	Sharded *ShardedResults `json:"sharded,omitempty"`

@@ -18,8 +18,11 @@ import (
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
 
-func (h *harness) scrapeProvider() ([]Sample, error) {
-	resp, err := http.Get(h.metrics)
+func (h *harness) scrapeProvider() ([]Sample, error) { return scrape(h.metrics) }
+
+// scrape reads the Prometheus metrics at url.
+func scrape(url string) ([]Sample, error) {
+	resp, err := http.Get(url)
 	if err != nil {
 		return nil, err
 	}

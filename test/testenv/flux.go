@@ -42,9 +42,13 @@ type Flux struct {
 	// replaces them with the restarted processes.
 	SourceController, HelmController *Process
 
-	// readyz is each controller's readiness URL, by Tool name.
-	readyz map[string]string
+	// readyz and metrics are each controller's readiness and metrics URLs, by Tool name.
+	readyz, metrics map[string]string
 }
+
+// MetricsURL is the Prometheus endpoint of the controller of that name
+// (SourceController.Name or HelmController.Name); "" for another name.
+func (f *Flux) MetricsURL(name string) string { return f.metrics[name] }
 
 // StartFlux builds (once) and starts source-controller and helm-controller against the
 // cluster of opts.Kubeconfig, with leader election off and every port on loopback, and
@@ -85,6 +89,9 @@ func StartFlux(ctx context.Context, log io.Writer, opts FluxOptions) (*Flux, err
 	f := &Flux{Namespace: opts.Namespace, readyz: map[string]string{
 		SourceController.Name: "http://" + addrs[1] + "/readyz",
 		HelmController.Name:   "http://" + addrs[4] + "/readyz",
+	}, metrics: map[string]string{
+		SourceController.Name: "http://" + addrs[0] + "/metrics",
+		HelmController.Name:   "http://" + addrs[3] + "/metrics",
 	}}
 	var selector []string
 	if opts.WatchLabelSelector != "" {

@@ -41,21 +41,22 @@ func main() {
 func run() error {
 	ctrllog.SetLogger(logr.Discard())
 	var (
-		cfg     bench.Config
-		steps   string
-		outJSON string
-		outMD   string
-		timeout time.Duration
-		render  bool
-		modes   string
-		pflags  string
-		sc      bench.ShardedConfig
-		rc      bench.RolloutConfig
-		rollMU  string
-		unShare string
-		hc      bench.HandoverConfig
-		hoKros  string
-		pc      bench.PlacementConfig
+		cfg        bench.Config
+		steps      string
+		outJSON    string
+		outMD      string
+		timeout    time.Duration
+		render     bool
+		modes      string
+		pflags     string
+		fluxShards int
+		sc         bench.ShardedConfig
+		rc         bench.RolloutConfig
+		rollMU     string
+		unShare    string
+		hc         bench.HandoverConfig
+		hoKros     string
+		pc         bench.PlacementConfig
 	)
 	flag.StringVar(&steps, "steps", "10,50,100", "numbers N of ControlPlanes (on shared API servers) after each burst, ascending")
 	flag.IntVar(&cfg.SharedAPIServers, "shared-apiservers", 2, "API servers that serve the N ControlPlanes, each ControlPlane with its own credentials")
@@ -64,7 +65,7 @@ func run() error {
 	flag.IntVar(&cfg.Concurrency, "concurrency", 20, "creates the harness has in flight")
 	flag.IntVar(&cfg.Repeats, "repeats", 5, "repeats of the secret and RGD measurements")
 	flag.DurationVar(&cfg.IdleWindow, "idle", time.Minute, "how long the steady state is watched")
-	flag.StringVar(&modes, "modes", "provider,flux,sharded,rollout,handover", "provider: the harness plays Flux by setting the Flux objects' status, at large N; flux: real source- and helm-controller install kro's real chart on kwok ControlPlanes, at small N; sharded: several replicas with --sharding in provider mode (killed, stopped, cut off); rollout: a version's helmValues changed without and with spec.rollout in provider mode; handover: the provider started on Kros the earlier provider (v1.3.0) installed, in provider mode; placement: the same Kros placed on their ControlPlanes and on one shared workload cluster, in provider mode with kro's chart served as source-controller's artifact (not in the default set: -modes placement). A mode left out keeps its results from -out-json")
+	flag.StringVar(&modes, "modes", "provider,flux,sharded,rollout,handover", "provider: the harness plays Flux by setting the Flux objects' status, at large N; flux: real source- and helm-controller install kro's real chart on kwok ControlPlanes, at small N; sharded: several replicas with --sharding in provider mode (killed, stopped, cut off); rollout: a version's helmValues changed without and with spec.rollout in provider mode; handover: the provider started on Kros the earlier provider (v1.3.0) installed, in provider mode; fluxshards: flux mode with Flux's controllers sharded by spec.fluxShards, and a key added (not in the default set: -modes fluxshards); placement: the same Kros placed on their ControlPlanes and on one shared workload cluster, in provider mode with kro's chart served as source-controller's artifact (not in the default set: -modes placement). A mode left out keeps its results from -out-json")
 	flag.IntVar(&sc.Replicas, "sharded-replicas", 3, "sharded mode: replicas with --sharding (0 skips the sharded mode)")
 	flag.IntVar(&sc.Kros, "sharded-kros", 300, "sharded mode: Kros, each on a ControlPlane of its own on the shared API servers")
 	flag.DurationVar(&sc.LeaseDuration, "sharded-lease", 15*time.Second, "sharded mode: --shard-lease-duration")
@@ -81,7 +82,8 @@ func run() error {
 	flag.DurationVar(&hc.Look, "handover-look", 200*time.Millisecond, "handover mode: how often the harness lists the Kros and the earlier objects")
 	flag.DurationVar(&cfg.CPUProfile, "cpu-profile-seconds", 0, "provider mode: take a CPU profile of the provider over this long from the start of the last step's burst, and record its top entries (0: none)")
 	flag.StringVar(&pflags, "provider-flags", "", "space-separated flags added to the provider's run, e.g. \"--max-concurrent-reconciles=20\"")
-	flag.IntVar(&cfg.FluxControlPlanes, "flux-controlplanes", 2, "N in flux mode: kwok ControlPlanes, each with its Kro")
+	flag.IntVar(&cfg.FluxControlPlanes, "flux-controlplanes", 2, "N in flux mode and fluxshards mode: kwok ControlPlanes, each with its Kro")
+	flag.IntVar(&fluxShards, "flux-shards", 2, "fluxshards mode: Flux shard keys in spec.fluxShards, each with a source- and helm-controller pair of its own (one more pair waits for the key the move adds)")
 	flag.StringVar(&cfg.WorkDir, "work-dir", ".cache/bench", "folder for the provider binary, kubeconfigs and logs")
 	flag.StringVar(&outJSON, "out-json", "docs/benchmarks.json", "where the results go as JSON")
 	flag.StringVar(&outMD, "out-md", "docs/benchmarks.md", "where the results go as markdown; the SVG plots go next to it")
@@ -119,9 +121,9 @@ func run() error {
 		if err != nil {
 			return failed(r, err, cfg.WorkDir)
 		}
-		r.Flux, r.Sharded, r.Rollout, r.Handover, r.Placement = previous.Flux, previous.Sharded, previous.Rollout, previous.Handover, previous.Placement
+		r.Flux, r.FluxSharded, r.Sharded, r.Rollout, r.Handover, r.Placement = previous.Flux, previous.FluxSharded, previous.Sharded, previous.Rollout, previous.Handover, previous.Placement
 		res = r
-	} else if res.Mode == "" && !ms.sharded && !ms.rollout && !ms.handover && !ms.placement {
+	} else if res.Mode == "" && !ms.sharded && !ms.rollout && !ms.handover && !ms.placement && !ms.fluxShards {
 		return fmt.Errorf("%s holds no provider-mode results to keep; run with -modes provider,flux", outJSON)
 	}
 	if ms.flux {
@@ -132,6 +134,15 @@ func run() error {
 			return failed(r, err, fcfg.WorkDir)
 		}
 		res.Flux = r
+	}
+	if ms.fluxShards {
+		fcfg := cfg
+		fcfg.WorkDir, fcfg.FluxShards = filepath.Join(cfg.WorkDir, "fluxshards"), fluxShards
+		r, err := bench.RunFlux(ctx, fcfg)
+		if err != nil {
+			return failed(r, err, fcfg.WorkDir)
+		}
+		res.FluxSharded = r
 	}
 	if err := runOthers(ctx, ms, cfg, sc, rc, hc, pc, res); err != nil {
 		return err
@@ -181,7 +192,7 @@ func renderOnly(outJSON, outMD string) error {
 }
 
 // modeSet are the modes a run measures.
-type modeSet struct{ provider, flux, sharded, rollout, handover, placement bool }
+type modeSet struct{ provider, flux, fluxShards, sharded, rollout, handover, placement bool }
 
 // parseModes reads -modes.
 func parseModes(modes string) (modeSet, error) {
@@ -192,6 +203,8 @@ func parseModes(modes string) (modeSet, error) {
 			ms.provider = true
 		case "flux":
 			ms.flux = true
+		case "fluxshards":
+			ms.fluxShards = true
 		case "sharded":
 			ms.sharded = true
 		case "rollout":
@@ -201,7 +214,7 @@ func parseModes(modes string) (modeSet, error) {
 		case "placement":
 			ms.placement = true
 		default:
-			return ms, fmt.Errorf("-modes: unknown mode %q (provider, flux, sharded, rollout, handover, placement)", m)
+			return ms, fmt.Errorf("-modes: unknown mode %q (provider, flux, fluxshards, sharded, rollout, handover, placement)", m)
 		}
 	}
 	return ms, nil
