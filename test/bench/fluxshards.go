@@ -10,7 +10,9 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
@@ -215,17 +217,8 @@ func (h *harness) notReadyKros(ctx context.Context, into map[string]bool) error 
 		return err
 	}
 	for _, k := range list.Items {
-		if c := metaCondition(k.Status.Conditions, v1alpha1.ConditionHelmReleaseReady); c == nil || c.Status != metav1.ConditionTrue {
+		if !apimeta.IsStatusConditionTrue(k.Status.Conditions, v1alpha1.ConditionHelmReleaseReady) {
 			into[k.Name] = true
-		}
-	}
-	return nil
-}
-
-func metaCondition(cs []metav1.Condition, t string) *metav1.Condition {
-	for i := range cs {
-		if cs[i].Type == t {
-			return &cs[i]
 		}
 	}
 	return nil
@@ -279,19 +272,7 @@ func (h *harness) reconciledByShard(keys []string) (map[string]int, int, error) 
 	return out, foreign, nil
 }
 
-// pollUntil calls done every 100 ms until it reports true.
+// pollUntil calls done every 100 ms until it reports true, for waitTimeout at most.
 func pollUntil(ctx context.Context, done func() (bool, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, waitTimeout)
-	defer cancel()
-	for {
-		ok, err := done()
-		if err != nil || ok {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) { return done() })
 }
