@@ -154,22 +154,8 @@ func (h *harness) moveFluxShard(ctx context.Context, keys []string) (FluxShardMo
 		return mv, err
 	}
 	notReady := map[string]bool{}
-	relabelled := func() (bool, error) {
-		if err := h.notReadyKros(ctx, notReady); err != nil {
-			return false, err
-		}
-		for _, k := range moved {
-			hr := &helmv2.HelmRelease{}
-			if err := h.pl.Get(ctx, client.ObjectKey{Namespace: k.tenant, Name: providerName}, hr); err != nil {
-				return false, err
-			}
-			if hr.Labels[v1alpha1.LabelFluxShard] != mv.AddedKey {
-				return false, nil
-			}
-		}
-		return true, nil
-	}
-	if err := pollUntil(ctx, relabelled); err != nil {
+	relabelled := func(hr *helmv2.HelmRelease) bool { return hr.Labels[v1alpha1.LabelFluxShard] == mv.AddedKey }
+	if err := h.waitReleases(ctx, moved, notReady, relabelled); err != nil {
 		return mv, fmt.Errorf("waiting for the moved HelmReleases to carry %s: %w", mv.AddedKey, err)
 	}
 	mv.ToRelabelledMs = float64(time.Since(start).Milliseconds())
@@ -193,6 +179,13 @@ func (h *harness) requestReconcile(ctx context.Context, refs []*kroRef, notReady
 			return err
 		}
 	}
+	handled := func(hr *helmv2.HelmRelease) bool { return hr.Status.LastHandledReconcileAt == token }
+	return h.waitReleases(ctx, refs, notReady, handled)
+}
+
+// waitReleases polls until the HelmRelease of every one of refs is done, noting the Kros
+// not Ready meanwhile.
+func (h *harness) waitReleases(ctx context.Context, refs []*kroRef, notReady map[string]bool, done func(*helmv2.HelmRelease) bool) error {
 	return pollUntil(ctx, func() (bool, error) {
 		if err := h.notReadyKros(ctx, notReady); err != nil {
 			return false, err
@@ -202,7 +195,7 @@ func (h *harness) requestReconcile(ctx context.Context, refs []*kroRef, notReady
 			if err := h.pl.Get(ctx, client.ObjectKey{Namespace: k.tenant, Name: providerName}, hr); err != nil {
 				return false, err
 			}
-			if hr.Status.LastHandledReconcileAt != token {
+			if !done(hr) {
 				return false, nil
 			}
 		}
