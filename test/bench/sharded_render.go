@@ -36,6 +36,25 @@ func (e ShardEvent) extrapolated(moved int) float64 {
 	return round(e.SecondsToDetected + float64(moved)/e.ReengagedPerSecond)
 }
 
+// termTarget compares the SIGTERM event e with its target, set for moved ControlPlanes.
+func termTarget(r *ShardedResults, e ShardEvent, moved int) Target {
+	t := Target{
+		Name:   "replica stopped (SIGTERM) → every ControlPlane engaged by the others",
+		Target: fmt.Sprintf("≤ %d s", targetTermReengageSeconds),
+		Measured: fmt.Sprintf("%.1f s for %d moved (its Lease deleted after %.1f s, gone for the others after %.1f s); %d moved at that rate: %.1f s",
+			e.SecondsToReengaged, e.Moved, e.SecondsToLeaseDeleted, e.SecondsToDetected, moved, e.extrapolated(moved)),
+		Met: e.SecondsToReengaged > 0 && e.SecondsToReengaged <= targetTermReengageSeconds,
+	}
+	switch {
+	case r.Kros < targetKillControlPlanes:
+		t.Note = fmt.Sprintf("measured with %d Kros", r.Kros)
+	case e.Moved > moved:
+		t.Note = fmt.Sprintf("measured as is, with %d moved: %.0f times the %d a replica holds at %d over %d replicas, which the target was set for. After a SIGTERM nothing waits for a Lease, so the time is the re-engaging alone, and grows with the number moved",
+			e.Moved, float64(e.Moved)/float64(moved), moved, targetKillControlPlanes, targetKillReplicas)
+	}
+	return t
+}
+
 // EvaluateSharded compares the sharded run with the targets.
 func EvaluateSharded(r *ShardedResults) []Target {
 	var out []Target
@@ -55,21 +74,7 @@ func EvaluateSharded(r *ShardedResults) []Target {
 		out = append(out, t)
 	}
 	if e, ok := r.event("SIGTERM"); ok {
-		t := Target{
-			Name:   "replica stopped (SIGTERM) → every ControlPlane engaged by the others",
-			Target: fmt.Sprintf("≤ %d s", targetTermReengageSeconds),
-			Measured: fmt.Sprintf("%.1f s for %d moved (its Lease deleted after %.1f s, gone for the others after %.1f s); %d moved at that rate: %.1f s",
-				e.SecondsToReengaged, e.Moved, e.SecondsToLeaseDeleted, e.SecondsToDetected, moved, e.extrapolated(moved)),
-			Met: e.SecondsToReengaged > 0 && e.SecondsToReengaged <= targetTermReengageSeconds,
-		}
-		switch {
-		case r.Kros < targetKillControlPlanes:
-			t.Note = fmt.Sprintf("measured with %d Kros", r.Kros)
-		case e.Moved > moved:
-			t.Note = fmt.Sprintf("measured as is, with %d moved: %.0f times the %d a replica holds at %d over %d replicas, which the target was set for. After a SIGTERM nothing waits for a Lease, so the time is the re-engaging alone, and grows with the number moved",
-				e.Moved, float64(e.Moved)/float64(moved), moved, targetKillControlPlanes, targetKillReplicas)
-		}
-		out = append(out, t)
+		out = append(out, termTarget(r, e, moved))
 	}
 	b := r.Balance
 	if len(b.Owned) > 0 {

@@ -126,23 +126,8 @@ func run() error {
 	} else if res.Mode == "" && !ms.sharded && !ms.rollout && !ms.handover && !ms.placement && !ms.fluxShards {
 		return fmt.Errorf("%s holds no provider-mode results to keep; run with -modes provider,flux", outJSON)
 	}
-	if ms.flux {
-		fcfg := cfg
-		fcfg.WorkDir = filepath.Join(cfg.WorkDir, "flux")
-		r, err := bench.RunFlux(ctx, fcfg)
-		if err != nil {
-			return failed(r, err, fcfg.WorkDir)
-		}
-		res.Flux = r
-	}
-	if ms.fluxShards {
-		fcfg := cfg
-		fcfg.WorkDir, fcfg.FluxShards = filepath.Join(cfg.WorkDir, "fluxshards"), fluxShards
-		r, err := bench.RunFlux(ctx, fcfg)
-		if err != nil {
-			return failed(r, err, fcfg.WorkDir)
-		}
-		res.FluxSharded = r
+	if err := runFluxModes(ctx, ms, cfg, fluxShards, res); err != nil {
+		return err
 	}
 	if err := runOthers(ctx, ms, cfg, sc, rc, hc, pc, res); err != nil {
 		return err
@@ -218,6 +203,29 @@ func parseModes(modes string) (modeSet, error) {
 		}
 	}
 	return ms, nil
+}
+
+// runFluxModes measures the modes with real Flux, unsharded and sharded over fluxShards
+// keys, each in a work folder of its own, and puts their results into res.
+func runFluxModes(ctx context.Context, ms modeSet, cfg bench.Config, fluxShards int, res *bench.Results) error {
+	for _, m := range []struct {
+		on     bool
+		dir    string
+		shards int
+		into   **bench.FluxResults
+	}{{ms.flux, "flux", 0, &res.Flux}, {ms.fluxShards, "fluxshards", fluxShards, &res.FluxSharded}} {
+		if !m.on {
+			continue
+		}
+		fcfg := cfg
+		fcfg.WorkDir, fcfg.FluxShards = filepath.Join(cfg.WorkDir, m.dir), m.shards
+		r, err := bench.RunFlux(ctx, fcfg)
+		if err != nil {
+			return failed(r, err, fcfg.WorkDir)
+		}
+		*m.into = r
+	}
+	return nil
 }
 
 // runOthers measures the modes that run in environments of their own (sharded, rollout,
