@@ -72,8 +72,8 @@ func holdReleaseShard(desired, current client.Object, repo *sourcev1.OCIReposito
 	labels[v1alpha1.LabelFluxShard] = was
 }
 
-// fluxShardOf is the Flux shard key of a Kro's Flux objects; "" without shards.
-func fluxShardOf(kro client.Object, shards []string) string {
+// FluxShardOf is the Flux shard key of a Kro's Flux objects; "" without shards.
+func FluxShardOf(kro client.Object, shards []string) string {
 	if len(shards) == 0 {
 		return ""
 	}
@@ -106,7 +106,7 @@ func fluxShardCounts(shards []string, kros []v1alpha1.Kro) []v1alpha1.FluxShardS
 		out[i].Key, at[k] = k, i
 	}
 	for i := range kros {
-		out[at[fluxShardOf(&kros[i], shards)]].Kros++
+		out[at[FluxShardOf(&kros[i], shards)]].Kros++
 	}
 	return out
 }

@@ -26,7 +26,7 @@ func TestFluxShards(t *testing.T) {
 	two := []string{"a", "b"}
 	three := []string{"a", "b", "c"}
 
-	g.Expect(fluxShardOf(&kros[0], nil)).To(BeEmpty(), "no shards, no key")
+	g.Expect(FluxShardOf(&kros[0], nil)).To(BeEmpty(), "no shards, no key")
 	g.Expect(fluxShardCounts(nil, kros)).To(BeNil())
 
 	counts := fluxShardCounts(three, kros)
@@ -41,12 +41,12 @@ func TestFluxShards(t *testing.T) {
 
 	moved := 0
 	for i := range kros {
-		before, after := fluxShardOf(&kros[i], two), fluxShardOf(&kros[i], three)
+		before, after := FluxShardOf(&kros[i], two), FluxShardOf(&kros[i], three)
 		if before != after {
 			g.Expect(after).To(Equal("c"), "adding a key moves Kros to it only")
 			moved++
 		}
-		g.Expect(fluxShardOf(&kros[i], []string{"b", "a"})).To(Equal(before), "the keys' order does not matter")
+		g.Expect(FluxShardOf(&kros[i], []string{"b", "a"})).To(Equal(before), "the keys' order does not matter")
 	}
 	g.Expect(moved).To(BeNumerically("~", len(kros)/3, len(kros)/10), "about 1/n move")
 
@@ -102,7 +102,7 @@ func TestFluxShardLabels(t *testing.T) {
 
 	keys := []string{"shard-a", "shard-b"}
 	setFluxShards(g, keys...)
-	want := fluxShardOf(k, keys)
+	want := FluxShardOf(k, keys)
 	move(want, "")
 	g.Eventually(func(g Gomega) {
 		pc := &v1alpha1.ProviderConfig{}

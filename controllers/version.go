@@ -29,7 +29,7 @@ func (r *KroReconciler) resolveVersion(ctx context.Context, s *scope) (result, e
 		return waiting, nil
 	}
 	s.pollInterval = pollInterval(pc)
-	s.fluxShard = fluxShardOf(s.kro, pc.Spec.FluxShards)
+	s.fluxShard = FluxShardOf(s.kro, pc.Spec.FluxShards)
 	v := findVersion(pc, s.kro.Spec.Version)
 	if v == nil {
 		s.obs.versionNotOffered(s.kro.Spec.Version, r.ProviderName, offeredVersions(pc))

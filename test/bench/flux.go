@@ -290,7 +290,7 @@ func (h *harness) blockedDeletionOnce(ctx context.Context, k *kroRef, name strin
 	if _, err = h.tr.wait(ctx, []string{"rgds|" + string(k.uid)}, "the Kro to count the RGD"); err != nil {
 		return
 	}
-	if err = h.ob.Delete(ctx, &v1alpha1.Kro{ObjectMeta: metav1.ObjectMeta{Name: k.name, Namespace: kroNamespace}}); err != nil {
+	if err = h.ob.Delete(ctx, k.object()); err != nil {
 		return
 	}
 	if _, err = h.tr.wait(ctx, []string{"blocked|" + string(k.uid)}, "the deletion to be blocked"); err != nil {

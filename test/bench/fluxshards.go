@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"time"
 
@@ -17,7 +16,6 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/controllers"
-	"github.com/openmcp-project/service-provider-kro/providers/sharding"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
 
@@ -78,16 +76,10 @@ func (h *harness) fluxShardKeys() []string {
 // startFluxShards starts a source- and helm-controller pair for each key and one for
 // the key the move adds, each selecting its key's objects.
 func (h *harness) startFluxShards(ctx context.Context, res *FluxResults) error {
-	e := h.e2e
 	for i := range h.cfg.FluxShards + 1 {
 		key := fluxShardKey(i)
 		start := time.Now()
-		f, err := testenv.StartFlux(ctx, h.cfg.Log, testenv.FluxOptions{
-			Kubeconfig:         e.Platform.Kubeconfig,
-			Dir:                filepath.Join(h.cfg.WorkDir, "env", "flux-"+key),
-			CAs:                [][]byte{e.Registry.CA.CertPEM},
-			WatchLabelSelector: v1alpha1.LabelFluxShard + "=" + key,
-		})
+		f, err := h.e2e.StartFluxShard(ctx, h.cfg.Log, key)
 		if err != nil {
 			return fmt.Errorf("starting Flux shard %s: %w", key, err)
 		}
@@ -135,7 +127,7 @@ func (h *harness) moveFluxShard(ctx context.Context, keys []string) (FluxShardMo
 	mv := FluxShardMove{AddedKey: keys[len(keys)-1]}
 	var moved []*kroRef
 	for _, k := range h.kros {
-		if sharding.Owner(kroNamespace+"/"+k.name, keys) == mv.AddedKey {
+		if controllers.FluxShardOf(k.object(), keys) == mv.AddedKey {
 			moved = append(moved, k)
 		}
 	}
@@ -238,8 +230,7 @@ func (h *harness) kroReleases(ctx context.Context) (int, error) {
 func (h *harness) reconciledByShard(keys []string) (map[string]int, int, error) {
 	legit := map[string][]string{}
 	for _, k := range h.kros {
-		id := kroNamespace + "/" + k.name
-		legit[k.tenant] = []string{sharding.Owner(id, keys[:len(keys)-1]), sharding.Owner(id, keys)}
+		legit[k.tenant] = []string{controllers.FluxShardOf(k.object(), keys[:len(keys)-1]), controllers.FluxShardOf(k.object(), keys)}
 	}
 	pairs := map[string]*testenv.Flux{"": h.e2e.Flux}
 	for i, k := range keys {

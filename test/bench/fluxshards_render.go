@@ -31,9 +31,9 @@ func fluxShardsMarkdown(p func(string, ...any), f *FluxResults) {
 		spread = append(spread, fmt.Sprintf("%s %d", st.Key, st.Kros))
 	}
 	p("| Kros per key (ProviderConfig `status.fluxShards`) | %s |", strings.Join(spread, ", "))
-	p("| tenants' HelmReleases each helm-controller reconciled (`gotk_reconcile_duration_seconds`) | %s |", shardCounts(s.Reconciled))
+	p("| tenants' HelmReleases each helm-controller reconciled (`gotk_reconcile_duration_seconds`) | %s |", byShard(s.Reconciled, "%d"))
 	p("| of those, reconciled by a helm-controller of neither their key before the move nor after it | %d |", s.Foreign)
-	p("| RSS of each shard's controllers, every Kro Ready | %s |", shardRSS(s.ControllerRSSMiB))
+	p("| RSS of each shard's controllers, every Kro Ready | %s |", byShard(s.ControllerRSSMiB, "%.1f MiB"))
 	m := s.Move
 	p("| key `%s` added: Kros moved, stayed | %d, %d |", m.AddedKey, m.Moved, m.Stayed)
 	p("| ProviderConfig updated → every moved HelmRelease carries the new key | %s |", ms(m.ToRelabelledMs))
@@ -53,23 +53,15 @@ func codeList(keys []string) string {
 	return "[" + strings.Join(out, ", ") + "]"
 }
 
-// shardCounts renders counts by key, the unsharded pair ("") first.
-func shardCounts(by map[string]int) string {
+// byShard renders a figure per key, sorted, the unsharded pair ("") first.
+func byShard[V any](by map[string]V, format string) string {
 	var out []string
 	for _, k := range slices.Sorted(maps.Keys(by)) {
 		name := k
 		if k == "" {
 			name = "unsharded"
 		}
-		out = append(out, fmt.Sprintf("%s %d", name, by[k]))
-	}
-	return strings.Join(out, ", ")
-}
-
-func shardRSS(by map[string]float64) string {
-	var out []string
-	for _, k := range slices.Sorted(maps.Keys(by)) {
-		out = append(out, fmt.Sprintf("%s %.1f MiB", k, by[k]))
+		out = append(out, fmt.Sprintf("%s "+format, name, by[k]))
 	}
 	return strings.Join(out, ", ")
 }

@@ -218,6 +218,11 @@ func (h *harness) newRef(name, version string, cp *testenv.Cluster, dedicated in
 	return ref
 }
 
+// object is k's Kro with its name and namespace only.
+func (k *kroRef) object() *v1alpha1.Kro {
+	return &v1alpha1.Kro{ObjectMeta: metav1.ObjectMeta{Name: k.name, Namespace: kroNamespace}}
+}
+
 // parallel runs f on every ref with the configured concurrency.
 func (h *harness) parallel(refs []*kroRef, f func(*kroRef) error) error {
 	work := make(chan *kroRef)
@@ -584,7 +589,7 @@ func (h *harness) blockedDeletion(ctx context.Context, ded []*kroRef, blockedKey
 			if err != nil {
 				return err
 			}
-			if err := h.ob.Delete(ctx, &v1alpha1.Kro{ObjectMeta: metav1.ObjectMeta{Name: k.name, Namespace: kroNamespace}}); err != nil {
+			if err := h.ob.Delete(ctx, k.object()); err != nil {
 				return err
 			}
 			if _, err := h.tr.wait(ctx, []string{blockedKey + "|" + string(k.uid)}, "the deletion to be blocked"); err != nil {

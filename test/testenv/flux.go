@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 )
 
 // SystemCABundle is the system's trusted CA bundle (Debian's location).
@@ -222,4 +224,19 @@ func waitHealthy(ctx context.Context, p *Process, url string, timeout time.Durat
 		}
 	}
 	return fmt.Errorf("%s not ready after %s: %w\n%s", p.Name, timeout, lastErr, p.LogTail(30))
+}
+
+// StartFluxShard starts a source-controller and helm-controller pair on the platform
+// cluster that reconciles only the Flux objects labelled sharding.fluxcd.io/key=key, as
+// Flux's sharding runs them, trusting the environment's registry; its files go to
+// flux-<key> in the environment's folder. The caller stops it. Start the environment
+// with FluxWatchLabelSelector "!sharding.fluxcd.io/key" so that its own Flux leaves the
+// sharded objects alone.
+func (e *E2E) StartFluxShard(ctx context.Context, log io.Writer, key string) (*Flux, error) {
+	return StartFlux(ctx, log, FluxOptions{
+		Kubeconfig:         e.Platform.Kubeconfig,
+		Dir:                filepath.Join(e.dir, "flux-"+key),
+		CAs:                [][]byte{e.Registry.CA.CertPEM},
+		WatchLabelSelector: v1alpha1.LabelFluxShard + "=" + key,
+	})
 }
