@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/foreign"
 )
 
 // A rollout's decisions are made in the ProviderConfig's status, but they are recorded
@@ -167,7 +168,7 @@ func (r *KroReconciler) releaseRecordOf(ctx context.Context, s *scope) (releaseR
 func (r *ProviderConfigReconciler) releaseRecords(ctx context.Context) (map[string]releaseRecord, error) {
 	list := &helmv2.HelmReleaseList{}
 	if err := r.Platform.List(ctx, list, client.MatchingLabels{
-		v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue, v1alpha1.LabelProvider: labelValue(r.ProviderName),
+		v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue, v1alpha1.LabelProvider: foreign.LabelValue(r.ProviderName),
 	}); err != nil {
 		return nil, fmt.Errorf("listing HelmReleases: %w", err)
 	}

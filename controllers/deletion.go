@@ -18,6 +18,7 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
+	"github.com/openmcp-project/service-provider-kro/controllers/foreign"
 )
 
 // reconcileDelete removes kro from the ControlPlane and everything the provider created,
@@ -452,7 +453,7 @@ func (r *KroReconciler) namespaceContents(ctx context.Context, namespace string)
 			return nil, fmt.Errorf("listing %ss in tenant namespace %s: %w", k.gvk.Kind, namespace, err)
 		}
 		for _, o := range list.Items {
-			ours := o.Labels[v1alpha1.LabelManagedBy] == v1alpha1.ManagedByValue && o.Labels[v1alpha1.LabelProvider] == labelValue(r.ProviderName)
+			ours := o.Labels[v1alpha1.LabelManagedBy] == v1alpha1.ManagedByValue && o.Labels[v1alpha1.LabelProvider] == foreign.LabelValue(r.ProviderName)
 			if o.Name == k.skip || ours && !o.DeletionTimestamp.IsZero() {
 				continue
 			}

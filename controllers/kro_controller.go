@@ -307,6 +307,9 @@ func (r *KroReconciler) writeStatus(ctx context.Context, s *scope, res result, r
 	s.kro.Status = updated
 	s.writes.before(s.kro)
 	if err := r.Onboarding.Status().Patch(ctx, s.kro, client.MergeFrom(base)); err != nil {
+		if statusRefused(err) {
+			return r.writeRefusedKroStatus(ctx, s, base, *before, updated, err)
+		}
 		return client.IgnoreNotFound(err)
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/foreign"
 )
 
 // kro's health on a ControlPlane, as a rollout's gate reads it (rollout_health.go): the
@@ -105,7 +106,7 @@ func instanceReady(u *unstructured.Unstructured) (bool, string) {
 		if reason == "" {
 			reason, _ = m["status"].(string)
 		}
-		return false, truncate(reason, 128)
+		return false, foreign.Reason(reason, maxStateReason)
 	}
 	return false, "NoReadyCondition"
 }
@@ -153,11 +154,4 @@ func deploymentDone(d *appsv1.Deployment) (bool, string) {
 		return false, msg
 	}
 	return true, msg
-}
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
 }

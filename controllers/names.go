@@ -1,8 +1,6 @@
 package controllers
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -10,6 +8,7 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
+	"github.com/openmcp-project/service-provider-kro/controllers/foreign"
 )
 
 // Facts of the provider's objects that are not part of the API.
@@ -36,49 +35,21 @@ func TenantNamespace(kro *v1alpha1.Kro) (string, error) {
 // fluxObjectName names the OCIRepository and the HelmRelease in the tenant namespace.
 // There is one of each per tenant namespace, so the provider's name is enough.
 func fluxObjectName(provider string) string {
-	return shorten(provider, validation.DNS1035LabelMaxLength)
+	return foreign.Subdomain(provider, validation.DNS1035LabelMaxLength)
 }
 
 // chartSecretCopyName names the copy of a chart pull secret in the tenant namespace.
 func chartSecretCopyName(provider, source string) string {
-	return shorten(provider+"-"+source, validation.DNS1123SubdomainMaxLength)
-}
-
-// labelValue returns v when it is a valid label value, otherwise a shortened form with a
-// hash that stays unique; the exact value is kept in v1alpha1.AnnotationKro.
-func labelValue(v string) string {
-	if len(validation.IsValidLabelValue(v)) == 0 {
-		return v
-	}
-	return shorten(v, validation.LabelValueMaxLength)
-}
-
-// shorten returns s when it fits into max characters, otherwise a prefix of s followed
-// by a hash of all of s. The result starts and ends with a letter or digit when s does.
-func shorten(s string, max int) string {
-	if len(s) <= max {
-		return s
-	}
-	sum := sha256.Sum256([]byte(s))
-	suffix := hex.EncodeToString(sum[:])[:10]
-	prefix := s[:max-len(suffix)-1]
-	for len(prefix) > 0 && !isAlnum(prefix[len(prefix)-1]) {
-		prefix = prefix[:len(prefix)-1]
-	}
-	return prefix + "-" + suffix
-}
-
-func isAlnum(b byte) bool {
-	return (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') || (b >= '0' && b <= '9')
+	return foreign.Subdomain(provider+"-"+source, foreign.SubdomainMax)
 }
 
 // ownerLabels are the labels on everything the provider creates for a Kro.
 func ownerLabels(kro *v1alpha1.Kro, provider, role string) map[string]string {
 	l := map[string]string{
 		v1alpha1.LabelManagedBy:    v1alpha1.ManagedByValue,
-		v1alpha1.LabelProvider:     labelValue(provider),
-		v1alpha1.LabelKroName:      labelValue(kro.Name),
-		v1alpha1.LabelKroNamespace: labelValue(kro.Namespace),
+		v1alpha1.LabelProvider:     foreign.LabelValue(provider),
+		v1alpha1.LabelKroName:      foreign.LabelValue(kro.Name),
+		v1alpha1.LabelKroNamespace: foreign.LabelValue(kro.Namespace),
 	}
 	if role != "" {
 		l[v1alpha1.LabelRole] = role

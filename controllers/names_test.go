@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/foreign"
 )
 
 func TestDerivedNamesAreValidAndBounded(t *testing.T) {
@@ -35,5 +36,5 @@ func TestDerivedNamesAreValidAndBounded(t *testing.T) {
 	}
 	g.Expect(ownerAnnotations(long)).To(HaveKeyWithValue(v1alpha1.AnnotationKro, long.Namespace+"/"+long.Name))
 	g.Expect(validation.IsDNS1035Label(fluxObjectName("kro"))).To(BeEmpty())
-	g.Expect(labelValue("cp-1")).To(Equal("cp-1"))
+	g.Expect(foreign.LabelValue("cp-1")).To(Equal("cp-1"))
 }

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"strings"
@@ -211,13 +212,21 @@ func (r *ProviderConfigReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.keepRevisions(ctx, pc, obs.kros, obs.records); err != nil {
-		return ctrl.Result{}, err
+	// Revisions that cannot be kept do not freeze the status: it says so, and the
+	// reconcile is tried again after the status is written.
+	revErr := r.keepRevisions(ctx, pc, obs.kros, obs.records)
+	if revErr != nil {
+		obs.problems = append(obs.problems, secretProblem{v1alpha1.ReasonReconcileError, fmt.Sprintf(
+			"keeping the versions' artifacts as ControllerRevisions in namespace %s failed: %s; Kros wait for a version whose revision is missing",
+			r.PodNamespace, summarize(revErr))})
 	}
 	updated, recheck := providerConfigStatus(pc, obs)
 	res := ctrl.Result{RequeueAfter: recheck}
+	if revErr != nil {
+		res = ctrl.Result{}
+	}
 	if equality.Semantic.DeepEqual(pc.Status, updated) {
-		return res, nil
+		return res, revErr
 	}
 	before := meta.FindStatusCondition(pc.Status.Conditions, v1alpha1.ConditionReady)
 	var prev *metav1.Condition
@@ -233,6 +242,9 @@ func (r *ProviderConfigReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		if apierrors.IsConflict(err) {
 			return ctrl.Result{RequeueAfter: time.Second}, nil
 		}
+		if statusRefused(err) {
+			return res, errors.Join(r.writeRefusedStatus(ctx, pc, base, err), revErr)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	events := rolloutEvents(base.Status.Versions, updated.Versions)
@@ -244,7 +256,7 @@ func (r *ProviderConfigReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 			r.Recorder.Eventf(pc, nil, e.Type, e.Reason, e.Action, "%s", e.Note)
 		}
 	}
-	return res, nil
+	return res, revErr
 }
 
 // observe lists the Kros and checks the pull secrets of every version, and those of the

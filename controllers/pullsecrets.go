@@ -14,6 +14,7 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
+	"github.com/openmcp-project/service-provider-kro/controllers/foreign"
 )
 
 // reconcileChartPullSecret makes sure the tenant namespace exists, checks every pull
@@ -203,7 +204,7 @@ func (r *KroReconciler) copyLabels(kro *v1alpha1.Kro, role string) client.Matchi
 // made since is left alone.
 func (r *KroReconciler) deleteSecrets(ctx context.Context, c client.Client, secrets []corev1.Secret, keep func(string) bool) error {
 	for i := range secrets {
-		if keep(secrets[i].Name) || secrets[i].Labels[v1alpha1.LabelManagedBy] != v1alpha1.ManagedByValue || secrets[i].Labels[v1alpha1.LabelProvider] != labelValue(r.ProviderName) {
+		if keep(secrets[i].Name) || secrets[i].Labels[v1alpha1.LabelManagedBy] != v1alpha1.ManagedByValue || secrets[i].Labels[v1alpha1.LabelProvider] != foreign.LabelValue(r.ProviderName) {
 			continue
 		}
 		err := c.Delete(ctx, &secrets[i], client.Preconditions{UID: &secrets[i].UID})

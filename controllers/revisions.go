@@ -13,12 +13,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
+	"github.com/openmcp-project/service-provider-kro/controllers/foreign"
 )
 
 // A version's artifacts (chart URL, chart version, chart pull secret, helmValues) are
@@ -39,8 +39,8 @@ func revisionName(provider string, v *v1alpha1.KroVersion) (string, error) {
 	}
 	sum := sha256.Sum256(canonical)
 	digest := hex.EncodeToString(sum[:])[:10]
-	name := provider + "-" + dnsLabelPart(v.Version, 40)
-	return shorten(name, validation.DNS1123SubdomainMaxLength-len(digest)-1) + "-" + digest, nil
+	name := provider + "-" + foreign.NamePart(v.Version, 40)
+	return foreign.Subdomain(name, foreign.SubdomainMax-len(digest)-1) + "-" + digest, nil
 }
 
 // canonicalArtifacts is the artifacts' JSON with the helmValues' keys sorted, so that
@@ -67,24 +67,6 @@ func canonicalArtifacts(v *v1alpha1.KroVersion) ([]byte, error) {
 	}{chartURL(v), v.ChartVersion, v.ChartPullSecret, values, placement})
 }
 
-// dnsLabelPart turns a version into lowercase letters, digits and '-', at most max long.
-func dnsLabelPart(s string, max int) string {
-	b := []byte(strings.ToLower(s))
-	for i, c := range b {
-		if !isAlnum(c) {
-			b[i] = '-'
-		}
-	}
-	out := strings.Trim(string(b), "-")
-	if len(out) > max {
-		out = strings.TrimRight(out[:max], "-")
-	}
-	if out == "" {
-		out = "v"
-	}
-	return out
-}
-
 // newRevision is the ControllerRevision that keeps a version's artifacts.
 func newRevision(provider, namespace string, v *v1alpha1.KroVersion, number int64) (*appsv1.ControllerRevision, error) {
 	name, err := revisionName(provider, v)
@@ -100,8 +82,8 @@ func newRevision(provider, namespace string, v *v1alpha1.KroVersion, number int6
 			Name: name, Namespace: namespace,
 			Labels: map[string]string{
 				v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue,
-				v1alpha1.LabelProvider:  provider,
-				v1alpha1.LabelVersion:   labelValue(v.Version),
+				v1alpha1.LabelProvider:  foreign.LabelValue(provider),
+				v1alpha1.LabelVersion:   foreign.LabelValue(v.Version),
 			},
 		},
 		Data:     runtime.RawExtension{Raw: data},
@@ -124,7 +106,7 @@ func revisionArtifacts(cr *appsv1.ControllerRevision) (*v1alpha1.KroVersion, err
 // spec.versions once no Kro runs them.
 func (r *ProviderConfigReconciler) keepRevisions(ctx context.Context, pc *v1alpha1.ProviderConfig, kros []v1alpha1.Kro, records map[string]releaseRecord) error {
 	list := &appsv1.ControllerRevisionList{}
-	if err := r.Platform.List(ctx, list, client.InNamespace(r.PodNamespace), client.MatchingLabels{v1alpha1.LabelProvider: r.ProviderName}); err != nil {
+	if err := r.Platform.List(ctx, list, client.InNamespace(r.PodNamespace), client.MatchingLabels{v1alpha1.LabelProvider: foreign.LabelValue(r.ProviderName)}); err != nil {
 		return fmt.Errorf("listing ControllerRevisions: %w", err)
 	}
 	byVersion := map[string][]appsv1.ControllerRevision{}
@@ -136,13 +118,13 @@ func (r *ProviderConfigReconciler) keepRevisions(ctx context.Context, pc *v1alph
 	for i := range pc.Spec.Versions {
 		v := &pc.Spec.Versions[i]
 		// A version whose artifacts cannot be named is still on offer: its revisions stay.
-		offered[labelValue(v.Version)] = true
+		offered[foreign.LabelValue(v.Version)] = true
 		name, err := revisionName(r.ProviderName, v)
 		if err != nil {
 			continue // reported in the version's status
 		}
 		inUse[name] = true
-		kept := byVersion[labelValue(v.Version)]
+		kept := byVersion[foreign.LabelValue(v.Version)]
 		var newest int64
 		for _, cr := range kept {
 			newest = max(newest, cr.Revision)
@@ -199,12 +181,12 @@ func (r *ProviderConfigReconciler) collectWithdrawn(ctx context.Context, byVersi
 // so it is matched against the versions on offer; one that matches none is left out.
 func (r *ProviderConfigReconciler) keptVersions(ctx context.Context, pc *v1alpha1.ProviderConfig) (map[string]string, error) {
 	list := &appsv1.ControllerRevisionList{}
-	if err := r.Platform.List(ctx, list, client.InNamespace(r.PodNamespace), client.MatchingLabels{v1alpha1.LabelProvider: r.ProviderName}); err != nil {
+	if err := r.Platform.List(ctx, list, client.InNamespace(r.PodNamespace), client.MatchingLabels{v1alpha1.LabelProvider: foreign.LabelValue(r.ProviderName)}); err != nil {
 		return nil, fmt.Errorf("listing ControllerRevisions: %w", err)
 	}
 	byLabel := map[string]string{}
 	for _, v := range pc.Spec.Versions {
-		byLabel[labelValue(v.Version)] = v.Version
+		byLabel[foreign.LabelValue(v.Version)] = v.Version
 	}
 	out := make(map[string]string, len(list.Items))
 	for _, cr := range list.Items {

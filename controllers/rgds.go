@@ -7,10 +7,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/foreign"
 )
 
 // rgdReadyCondition is kro's root condition on an RGD.
 const rgdReadyCondition = "Ready"
+
+// maxStateReason is the length of an RGD's or an instance's reason in the status.
+const maxStateReason = 128
 
 // maxNotReadyRGDs bounds the list of RGDs that are not Ready in the status.
 const maxNotReadyRGDs = 10
@@ -27,7 +31,8 @@ func summarizeRGDs(rgds []krov1alpha1.ResourceGraphDefinition) *v1alpha1.Resourc
 				continue
 			}
 			ready = c.Status == metav1.ConditionTrue
-			state.Reason, state.Message = deref(c.Reason), shortenMessage(deref(c.Message))
+			// kro's words, or a tenant's: the status's limits hold whatever they are.
+			state.Reason, state.Message = foreign.Reason(deref(c.Reason), maxStateReason), shortenMessage(deref(c.Message))
 			if state.Reason == "" {
 				state.Reason = string(c.Status)
 			}

@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/foreign"
 )
 
 // A rollout's health gate: an admitted Kro counts as updated once it is Ready, for its
@@ -102,12 +102,7 @@ func instancesFell(base *v1alpha1.InstanceCounts, h *v1alpha1.RolloutHealth) str
 }
 
 // firstFew joins at most maxNamedRegressions names.
-func firstFew(names []string) string {
-	if len(names) > maxNamedRegressions {
-		return strings.Join(names[:maxNamedRegressions], "; ") + fmt.Sprintf("; and %d more", len(names)-maxNamedRegressions)
-	}
-	return strings.Join(names, "; ")
-}
+func firstFew(names []string) string { return foreign.List(names, maxNamedRegressions) }
 
 // withInstanceBaseline completes a member of the previous status with the instance
 // baseline its HelmRelease recorded: the Kro reconciler takes it after the admission,

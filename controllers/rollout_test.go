@@ -9,9 +9,11 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/foreign"
 )
 
 // Pure tests of the rollout's decisions: no API server.
@@ -233,7 +235,8 @@ func TestRevisionNames(t *testing.T) {
 	back, err := revisionArtifacts(cr)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(back).To(Equal(v))
-	g.Expect(cr.Labels).To(HaveKeyWithValue(v1alpha1.LabelVersion, labelValue("V0.9.4+Build_1")))
+	g.Expect(cr.Labels).To(HaveKeyWithValue(v1alpha1.LabelVersion, foreign.LabelValue("V0.9.4+Build_1")))
+	g.Expect(validation.IsValidLabelValue(cr.Labels[v1alpha1.LabelVersion])).To(BeEmpty(), "a version with build metadata makes a valid label value")
 	g.Expect(cr.Revision).To(BeEquivalentTo(3))
 }
 

@@ -23,6 +23,7 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
+	"github.com/openmcp-project/service-provider-kro/controllers/foreign"
 	"github.com/openmcp-project/service-provider-kro/providers/controlplane"
 	"github.com/openmcp-project/service-provider-kro/providers/sharding"
 )
@@ -149,7 +150,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, platformConfig *rest.Config, o
 			provider:            provider,
 			events:              events,
 		},
-		Recorder:                mgr.GetEventRecorder(o.Identity),
+		Recorder:                foreign.Recorder(mgr.GetEventRecorder(o.Identity)),
 		ProviderName:            o.ProviderName,
 		PodNamespace:            o.PodNamespace,
 		MaxConcurrentReconciles: o.MaxConcurrentReconciles,
@@ -166,7 +167,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, platformConfig *rest.Config, o
 	pcr := &ProviderConfigReconciler{
 		Platform:     platform.GetClient(),
 		Onboarding:   mgr.GetClient(),
-		Recorder:     platform.GetEventRecorder(o.Identity),
+		Recorder:     foreign.Recorder(platform.GetEventRecorder(o.Identity)),
 		ProviderName: o.ProviderName,
 		PodNamespace: o.PodNamespace,
 		Shard:        o.Shard,

@@ -4,13 +4,13 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/foreign"
 )
 
 // Limits of what the status carries.
@@ -18,6 +18,7 @@ const (
 	maxMessage       = 512
 	maxListedNames   = 10
 	maxSummarizedErr = 256
+	maxChartVersion  = 128
 )
 
 // observation is what one reconcile learned, in the order of its steps. Conditions
@@ -54,7 +55,8 @@ type observation struct {
 
 // set records the outcome of a step, replacing an earlier one of the same type.
 func (o *observation) set(condType string, status metav1.ConditionStatus, reason, message string) {
-	c := metav1.Condition{Type: condType, Status: status, Reason: reason, Message: shortenMessage(message)}
+	// The reason may be another controller's (Flux's, say): it passes the door too.
+	c := metav1.Condition{Type: condType, Status: status, Reason: foreign.Reason(reason, foreign.ConditionReasonMax), Message: shortenMessage(message)}
 	for i := range o.conditions {
 		if o.conditions[i].Type == condType {
 			o.conditions[i] = c
@@ -126,7 +128,7 @@ func computeStatus(old v1alpha1.KroStatus, generation int64, obs observation, no
 	}
 	chartVersion := old.ChartVersion
 	if obs.chartObserved && !obs.deleting {
-		chartVersion = obs.chartVersion
+		chartVersion = foreign.Text(obs.chartVersion, maxChartVersion) // Flux's word
 	}
 	revision := old.Revision
 	if phase == v1alpha1.PhaseReady && obs.revision != "" {
@@ -354,25 +356,10 @@ func fluxCondition(obs *observation, condType, what string, status metav1.Condit
 }
 
 // listNames joins at most maxListedNames names and says how many more there are.
-func listNames(names []string) string {
-	if len(names) <= maxListedNames {
-		return strings.Join(names, ", ")
-	}
-	return fmt.Sprintf("%s and %d more", strings.Join(names[:maxListedNames], ", "), len(names)-maxListedNames)
-}
+func listNames(names []string) string { return foreign.List(names, maxListedNames) }
 
 // summarize turns an internal error into one short line for a condition or an event.
-func summarize(err error) string {
-	s, _, _ := strings.Cut(err.Error(), "\n")
-	if len(s) > maxSummarizedErr {
-		s = s[:maxSummarizedErr-3] + "..."
-	}
-	return s
-}
+func summarize(err error) string { return foreign.Line(err.Error(), maxSummarizedErr) }
 
-func shortenMessage(s string) string {
-	if len(s) > maxMessage {
-		return s[:maxMessage-3] + "..."
-	}
-	return s
-}
+// shortenMessage makes s a message of the status's own length (maxMessage).
+func shortenMessage(s string) string { return foreign.Text(s, maxMessage) }

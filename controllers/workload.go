@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
@@ -17,6 +16,7 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
+	"github.com/openmcp-project/service-provider-kro/controllers/foreign"
 	"github.com/openmcp-project/service-provider-kro/providers/controlplane"
 )
 
@@ -78,7 +78,7 @@ func WorkloadNamespace(kro types.NamespacedName) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("deriving the tenant namespace: %w", err)
 	}
-	return shorten("kro-"+tenant, validation.DNS1123LabelMaxLength), nil
+	return foreign.DNSLabel("kro-"+tenant, foreign.DNSLabelMax), nil
 }
 
 // WorkloadClusterOptions shapes the cluster of a tenant's workload cluster: its cache

@@ -49,4 +49,8 @@ const (
 	ReasonReconcileError = "ReconcileError"
 	// ReasonTerminating: the object is being deleted.
 	ReasonTerminating = "Terminating"
+	// ReasonStatusRefused: the API server refused the status the provider computed (a
+	// value over a field's limit, say). The provider wrote this minimal status instead;
+	// the message quotes what was refused.
+	ReasonStatusRefused = "StatusRefused"
 )

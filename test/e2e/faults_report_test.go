@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -200,7 +201,7 @@ var _ = ReportAfterSuite("reliability report", func(sr Report) {
 		}
 		path = filepath.Join(root, path)
 	}
-	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+	if err := spliceReport(path, doc); err != nil {
 		fmt.Printf("writing the reliability report: %v\n", err)
 		return
 	}
@@ -228,9 +229,10 @@ Anything found there is orphaned, and the row fails. While a deletion runs, the 
 checks every 100 ms (every 500 ms when 20 Kros go at once) that the Kro is not gone while
 kro's Helm release is still on the ControlPlane.
 
-Run it with ` + "`go tool task test-faults`" + ` (it rewrites this page); the last column runs
-one fault alone (then this page is left as it is). The page is generated: the observations
-and times below come from the run, nothing in them is typed in by hand.
+Run it with ` + "`go tool task test-faults`" + ` (it rewrites this part of the page); the last
+column runs one fault alone (then the page is left as it is). This part is generated: the
+observations and times below come from the run, nothing in them is typed in by hand. Bad
+input, a tenant's or a platform team's, has [a table of its own](#bad-input) below.
 
 | fault | expected | observed | time to converge | objects orphaned | reproduce |
 |---|---|---|---|---|---|
@@ -306,4 +308,30 @@ func machine() string {
 		s += ", " + mem
 	}
 	return s
+}
+
+// spliceReport puts doc between the faults markers of the page at path (hack/splice), so
+// that the page's hand-written parts, the bad-input table, stay as they are.
+func spliceReport(path, doc string) error {
+	tmp, err := os.CreateTemp("", "faults-*.md")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.Remove(tmp.Name()) }()
+	if _, err := tmp.WriteString(doc); err != nil {
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command("go", "run", "./hack/splice", "-file", path, "-marker", "faults", "-content", tmp.Name())
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%w: %s", err, out)
+	}
+	return nil
 }
