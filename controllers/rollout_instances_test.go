@@ -41,6 +41,7 @@ func TestGateCountsInstancesThatTurnedNotReady(t *testing.T) {
 		fails     bool
 	}{
 		{[2]int32{10, 10}, [2]int32{9, 9}, false}, // a Ready one deleted
+		{[2]int32{10, 9}, [2]int32{9, 8}, false},  // a Ready one deleted: a smaller share Ready, and no regression
 		{[2]int32{10, 8}, [2]int32{7, 6}, false},  // two deleted, one of them not Ready: 1 not Ready after 2
 		{[2]int32{10, 8}, [2]int32{10, 7}, true},  // one more not Ready
 		{[2]int32{10, 8}, [2]int32{9, 6}, true},   // a Ready one deleted, another turned not Ready
