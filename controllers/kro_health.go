@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,14 +36,15 @@ const kroInstanceReady = "Ready"
 const maxNotReadyInstances = 5
 
 // readKroHealth reads kro's health on the ControlPlane, for the revision being installed.
-// The instances are on the ControlPlane, kro's Deployment where kro runs (site).
-func readKroHealth(ctx context.Context, cl cluster.Cluster, site kroSite, revision string) (*v1alpha1.RolloutHealth, error) {
+// The instances are on the ControlPlane, kro's Deployment where kro runs (site). Those
+// created after since (the Kro's admission) are counted apart, in NewInstances.
+func readKroHealth(ctx context.Context, cl cluster.Cluster, site kroSite, revision string, since time.Time) (*v1alpha1.RolloutHealth, error) {
 	dyn, err := dynamic.NewForConfigAndClient(cl.GetConfig(), cl.GetHTTPClient())
 	if err != nil {
 		return nil, err
 	}
 	h := &v1alpha1.RolloutHealth{Revision: revision}
-	if err := countInstances(ctx, cl.GetAPIReader(), dyn, h); err != nil {
+	if err := countInstances(ctx, cl.GetAPIReader(), dyn, h, since); err != nil {
 		return nil, err
 	}
 	if site.cluster != cl {
@@ -57,8 +59,9 @@ func readKroHealth(ctx context.Context, cl cluster.Cluster, site kroSite, revisi
 }
 
 // countInstances counts the instances of every kind kro generated and names a few that
-// are not Ready, in the order of their kind's resource, namespace and name.
-func countInstances(ctx context.Context, reader client.Reader, dyn dynamic.Interface, h *v1alpha1.RolloutHealth) error {
+// are not Ready, in the order of their kind's resource, namespace and name; those
+// created after since are counted apart and not named.
+func countInstances(ctx context.Context, reader client.Reader, dyn dynamic.Interface, h *v1alpha1.RolloutHealth, since time.Time) error {
 	kinds, err := generatedKinds(ctx, reader)
 	if err != nil {
 		return err
@@ -72,16 +75,28 @@ func countInstances(ctx context.Context, reader client.Reader, dyn dynamic.Inter
 			return client.ObjectKeyFromObject(&list.Items[a]).String() < client.ObjectKeyFromObject(&list.Items[b]).String()
 		})
 		for j := range list.Items {
-			countInstance(h, k.crd.Spec.Names.Kind, &list.Items[j])
+			countInstance(h, k.crd.Spec.Names.Kind, &list.Items[j], since)
 		}
 	}
 	return nil
 }
 
-// countInstance adds one instance to the counts.
-func countInstance(h *v1alpha1.RolloutHealth, kind string, u *unstructured.Unstructured) {
-	h.Instances.Total++
+// countInstance adds one instance to the counts: to NewInstances when it was created
+// after since. Creation times and since are kept to the second; an instance of the
+// admission's second counts as old.
+func countInstance(h *v1alpha1.RolloutHealth, kind string, u *unstructured.Unstructured, since time.Time) {
 	ready, reason := instanceReady(u)
+	if u.GetCreationTimestamp().After(since) {
+		if h.NewInstances == nil {
+			h.NewInstances = &v1alpha1.InstanceCounts{}
+		}
+		h.NewInstances.Total++
+		if ready {
+			h.NewInstances.Ready++
+		}
+		return
+	}
+	h.Instances.Total++
 	if ready {
 		h.Instances.Ready++
 		return

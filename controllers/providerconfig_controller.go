@@ -74,6 +74,9 @@ type providerConfigObservation struct {
 	versionOf map[string]string
 	// artifacts are the artifacts of the revisions Kros are held on, by name.
 	artifacts map[string]*v1alpha1.KroVersion
+	// namespaceLabels are the labels of the onboarding cluster's Namespaces, by name,
+	// read only when spec.rollout.canary is set: canaries are chosen by them.
+	namespaceLabels map[string]map[string]string
 	// now is when the observation was made: the start of a health timeout.
 	now time.Time
 }
@@ -109,6 +112,8 @@ func (r *ProviderConfigReconciler) SetupWithManager(mgr ctrl.Manager, platform c
 		// A HelmRelease's record of the rollout (admission.go): a Kro that got the
 		// revision while unavailable is done once its HelmRelease carries it.
 		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &helmv2.HelmRelease{}, toProviderConfig, recordChanged{})).
+		// The labels of a Kro's Namespace make it a canary of a rollout (rollout_canary.go).
+		WatchesMetadata(&corev1.Namespace{}, r.settled(), builder.WithPredicates(namespaceRelabelled{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
 		Complete(r)
 }
@@ -270,6 +275,11 @@ func (r *ProviderConfigReconciler) observe(ctx context.Context, pc *v1alpha1.Pro
 		return obs, fmt.Errorf("listing Kros: %w", err)
 	}
 	obs.kros = list.Items
+	if pc.Spec.Rollout != nil && pc.Spec.Rollout.Canary != nil {
+		if obs.namespaceLabels, err = namespaceLabels(ctx, r.Onboarding); err != nil {
+			return obs, err
+		}
+	}
 	if obs.records, err = r.releaseRecords(ctx); err != nil {
 		return obs, err
 	}
@@ -417,7 +427,8 @@ func planRollouts(pc *v1alpha1.ProviderConfig, obs providerConfigObservation, ve
 				on = append(on, k)
 			}
 		}
-		view := rolloutView{kros: on, records: obs.records, versionOf: obs.versionOf, artifacts: obs.artifacts, current: findVersion(pc, vs.Version)}
+		view := rolloutView{kros: on, records: obs.records, versionOf: obs.versionOf, artifacts: obs.artifacts, current: findVersion(pc, vs.Version),
+			namespaceLabels: obs.namespaceLabels}
 		plan, err := planRollout(pc.Spec.Rollout, paused, *vs, prev, view, obs.now)
 		if err != nil {
 			vs.Message = shortenMessage(err.Error())

@@ -8,7 +8,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -44,6 +43,9 @@ type rolloutView struct {
 	// the version's as spec.versions has them: what a plan compares (rollout_plan.go).
 	artifacts map[string]*v1alpha1.KroVersion
 	current   *v1alpha1.KroVersion
+	// namespaceLabels are the labels of the onboarding cluster's Namespaces, by name:
+	// what spec.rollout.canary selects (rollout_canary.go).
+	namespaceLabels map[string]map[string]string
 }
 
 // rolloutPlan is one version's rollout as it stands after this reconcile.
@@ -66,6 +68,9 @@ type rolloutPlan struct {
 	firstUnavailable int
 	// budgetSpent: an available Kro waits because maxUnavailable is reached.
 	budgetSpent bool
+	// selfLabelled are the Kros whose own labels match spec.rollout.canary while their
+	// Namespace's do not: they are no canaries.
+	selfLabelled []string
 }
 
 // planRollout decides one version's rollout: which updating Kros became healthy or
@@ -90,10 +95,12 @@ func planRollout(policy *v1alpha1.RolloutPolicy, paused bool, vs v1alpha1.Versio
 	if err != nil {
 		return p, err
 	}
+	isCanary := view.canaries(sel)
+	p.selfLabelled = selfLabelled(sel, isCanary, kros)
 	// A plan is shown while the flag holds it, whatever else holds the rollout; once
 	// approved, the plan of the revision is followed (rollout_plan.go).
 	if policy.Plan && len(p.waiting) > 0 {
-		p.Plan = p.makePlan(sel, view)
+		p.Plan = p.makePlan(isCanary, view)
 	} else if !policy.Plan {
 		p.Plan = approvedPlan(prev, vs.Revision, len(p.waiting))
 	}
@@ -112,10 +119,7 @@ func planRollout(policy *v1alpha1.RolloutPolicy, paused bool, vs v1alpha1.Versio
 		p.Message = shortenMessage(planMessage(p.Plan))
 		return p, nil
 	}
-	candidates, failedCanaries, err := canariesFirst(policy.Canary, p.waiting, p.Updating, p.Failed, kros)
-	if err != nil {
-		return p, err
-	}
+	candidates, failedCanaries := canariesFirst(isCanary, p.waiting, p.Updating, p.Failed, kros)
 	candidates = followPlan(p.Plan, candidates)
 	most := maxUnavailable(policy, len(kros))
 	p.admit(candidates, most, timeout, now)
@@ -148,6 +152,10 @@ func (p *rolloutPlan) progress(kros, most int, failedCanaries []v1alpha1.Rollout
 	if len(failedCanaries) > 0 {
 		msg += fmt.Sprintf("; every Kro that is not a canary waits, as canaries failed with revision %s: %s; fix or revert the version's artifacts",
 			p.Revision, memberList(failedCanaries))
+	}
+	if len(p.selfLabelled) > 0 {
+		msg += fmt.Sprintf("; %d Kros carry labels of their own that spec.rollout.canary matches, which make no canary (it selects the labels of a Kro's Namespace): %s",
+			len(p.selfLabelled), nameList(p.selfLabelled))
 	}
 	return msg
 }
@@ -354,25 +362,21 @@ func maxUnavailable(policy *v1alpha1.RolloutPolicy, n int) int {
 // canariesFirst are the Kros to admit next, in order: while a canary is not yet healthy
 // with the revision, only canaries. A canary that failed with the revision holds every
 // other Kro back for good (until the revision changes); it is returned among the failed
-// canaries, to be named.
-func canariesFirst(sel *metav1.LabelSelector, pending []*v1alpha1.Kro, updating, failed []v1alpha1.RolloutMember, kros []v1alpha1.Kro) ([]*v1alpha1.Kro, []v1alpha1.RolloutMember, error) {
-	if sel == nil {
-		return pending, nil, nil
-	}
-	s, err := metav1.LabelSelectorAsSelector(sel)
-	if err != nil {
-		return nil, nil, fmt.Errorf("spec.rollout.canary: %w", err)
+// canaries, to be named. isCanary nil: no canaries.
+func canariesFirst(isCanary canaryFunc, pending []*v1alpha1.Kro, updating, failed []v1alpha1.RolloutMember, kros []v1alpha1.Kro) ([]*v1alpha1.Kro, []v1alpha1.RolloutMember) {
+	if isCanary == nil {
+		return pending, nil
 	}
 	var canaries []*v1alpha1.Kro
 	for _, k := range pending {
-		if s.Matches(labels.Set(k.Labels)) {
+		if isCanary(k) {
 			canaries = append(canaries, k)
 		}
 	}
 	waiting := len(canaries) > 0
 	var failedCanaries []v1alpha1.RolloutMember
 	for i := range kros {
-		if !s.Matches(labels.Set(kros[i].Labels)) {
+		if !isCanary(&kros[i]) {
 			continue
 		}
 		isKro := func(m v1alpha1.RolloutMember) bool { return m.Kro == kroKey(&kros[i]) }
@@ -385,9 +389,9 @@ func canariesFirst(sel *metav1.LabelSelector, pending []*v1alpha1.Kro, updating,
 		}
 	}
 	if waiting {
-		return canaries, failedCanaries, nil
+		return canaries, failedCanaries
 	}
-	return pending, nil, nil
+	return pending, nil
 }
 
 // runsHealthy: the Kro is Ready, for its current spec, with the revision.

@@ -15,15 +15,17 @@ import (
 //
 //   - at least as many ResourceGraphDefinitions Ready (RolloutMember.RGDsReady, from the
 //     Kro's status at admission);
-//   - no smaller share of the instances of the kinds kro generated Ready
-//     (RolloutMember.Instances, read from the ControlPlane right before the Kro got the
-//     revision, kept on its HelmRelease too);
+//   - no more of the instances of the kinds kro generated not Ready than right before
+//     the Kro got the revision (RolloutMember.Instances, read from the ControlPlane then,
+//     kept on its HelmRelease too). Only the instances created no later than the Kro's
+//     admission count, then and now: an instance a tenant creates during the upgrade has
+//     not had its time to become Ready, and says nothing of the revision;
 //   - kro's Deployment done rolling out (RolloutHealth.DeploymentAvailable).
 //
 // RGDs are watched, and kro may still be processing them after its restart: fewer
 // Ready keeps the Kro updating until healthTimeout. Instances are read, not watched
 // (kro_health.go), when the reconcile that finds the Kro Ready with the revision runs,
-// after helm has waited for kro's new Deployment: a smaller share Ready then fails the
+// after helm has waited for kro's new Deployment: more of them not Ready then fails the
 // Kro at once, naming the instances. The Deployment not done keeps it updating.
 
 // maxNamedRegressions bounds the RGDs or instances a failure names.
@@ -83,11 +85,14 @@ func rgdsFell(k *v1alpha1.Kro, base *v1alpha1.RolloutMember) string {
 	return fmt.Sprintf("ResourceGraphDefinitions Ready fell from %d to %d: %s", base.RGDsReady, sum.Ready, firstFew(names))
 }
 
-// instancesFell says which instances are not Ready when a smaller share is Ready than at
-// admission. With no instances at admission, or none now, there is no share to lose.
+// instancesFell says which instances are not Ready when more of those the gate judges
+// (created no later than the admission) are not Ready than at the admission: instances
+// that were Ready turned not Ready. Instances deleted meanwhile lower both counts and
+// fail nothing; new ones are not counted (RolloutHealth.NewInstances). With no instances
+// at admission, or none now, there is nothing to compare.
 func instancesFell(base *v1alpha1.InstanceCounts, h *v1alpha1.RolloutHealth) string {
 	now := h.Instances
-	if base == nil || base.Total == 0 || now.Total == 0 || int64(now.Ready)*int64(base.Total) >= int64(base.Ready)*int64(now.Total) {
+	if base == nil || base.Total == 0 || now.Total == 0 || now.Total-now.Ready <= base.Total-base.Ready {
 		return ""
 	}
 	names := make([]string, 0, len(h.NotReady))
@@ -138,12 +143,13 @@ func gated(pc *v1alpha1.ProviderConfig, version, revision, kro string) bool {
 
 // observeRolloutHealth reads kro's health on the ControlPlane while a rollout updates
 // the Kro or holds it as failed, for its status; the first read after the admission, made before the
-// HelmRelease carries the revision, is the admission's instance baseline.
+// HelmRelease carries the revision, is the admission's instance baseline. Both count
+// only the instances created no later than the admission.
 func (r *KroReconciler) observeRolloutHealth(ctx context.Context, s *scope) (result, error) {
 	if !s.gate || s.record.Admission == nil {
 		return proceed, nil
 	}
-	h, err := readKroHealth(ctx, s.access.Cluster, s.site, s.obs.revision)
+	h, err := readKroHealth(ctx, s.access.Cluster, s.site, s.obs.revision, s.record.Admission.Since.Time)
 	if err != nil {
 		return proceed, fmt.Errorf("reading kro's health for the rollout: %w", err)
 	}

@@ -51,9 +51,11 @@ func TestGateFailsAKroWhoseInstancesFell(t *testing.T) {
 	g.Expect(p.Failed[0].Instances).To(Equal(&v1alpha1.InstanceCounts{Total: 10, Ready: 10}), "the baseline stays with the member")
 }
 
-func TestGateKeepsTheShareNotTheCount(t *testing.T) {
+// TestGateJudgesInstancesNotReady: more instances, all Ready, is no fall; one more not
+// Ready is.
+func TestGateJudgesInstancesNotReady(t *testing.T) {
 	g := NewWithT(t)
-	// More instances, all Ready: the share did not fall.
+	// More instances, all Ready: none turned not Ready.
 	p := plan(g, policyOfOne(), false, gatePrev(), rolloutT0.Add(time.Minute), gateKro(health(12, 12, true)))
 	g.Expect(p.Updated).To(BeEquivalentTo(1))
 	g.Expect(p.Failed).To(BeEmpty())

@@ -7,6 +7,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -64,18 +65,33 @@ func valuesOf(g Gomega, k *v1alpha1.Kro) string {
 var rolloutKrosValues = &apiextensionsv1.JSON{Raw: []byte(`{"config":{"logLevel":"info"}}`)}
 
 // rolloutKros makes three Kros of a fresh version Ready, and returns them in name order
-// with the version's entry.
+// with the version's entry. The third is in a Namespace of its own, which sorts after
+// the first's, so that a test can make it a canary by its Namespace's labels.
 func rolloutKros(t *testing.T, g Gomega) ([]*v1alpha1.Kro, v1alpha1.KroVersion) {
 	t.Helper()
 	v := v1alpha1.KroVersion{Version: uniq("v-rollout"), ChartVersion: "0.9.3", HelmValues: rolloutKrosValues}
 	offerVersion(g, v)
 	t.Cleanup(func() { withdrawVersion(NewWithT(t), v.Version) })
 	ns := newNamespace(t, g)
+	// "z" sorts after "/": the Kro's key sorts after those of the first namespace.
+	other := ns + "z"
+	g.Expect(onboarding.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: other}})).To(Succeed())
 	var kros []*v1alpha1.Kro
-	for _, name := range []string{"cp-a", "cp-b", "cp-c"} {
-		kros = append(kros, readyKro(t, g, ns, name, v.Version))
+	for i, name := range []string{"cp-a", "cp-b", "cp-c"} {
+		in := ns
+		if i == 2 {
+			in = other
+		}
+		kros = append(kros, readyKro(t, g, in, name, v.Version))
 	}
 	return kros, v
+}
+
+// labelNamespace merges labels (JSON, null removes one) into the labels of the Kro's
+// Namespace on the onboarding cluster, as the platform team would.
+func labelNamespace(g Gomega, k *v1alpha1.Kro, labels string) {
+	g.Expect(onboarding.Client.Patch(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: k.Namespace}},
+		client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":`+labels+`}}`)))).To(Succeed())
 }
 
 // changeUnderRollout makes three Kros Ready on a fresh version, sets a rollout policy of
@@ -180,10 +196,7 @@ func TestWithoutRolloutEveryKroChangesAtOnce(t *testing.T) {
 // gets the new values; the version's status names the failed canary.
 func TestAFailedCanaryGatesTheOthers(t *testing.T) {
 	g := withClusters(t)
-	label := func(kros []*v1alpha1.Kro) {
-		g.Expect(onboarding.Client.Patch(context.Background(), kros[2],
-			client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"ring":"canary"}}}`)))).To(Succeed())
-	}
+	label := func(kros []*v1alpha1.Kro) { labelNamespace(g, kros[2], `{"ring":"canary"}`) }
 	kros, v, _, _ := changeUnderPolicy(t, g, &v1alpha1.RolloutPolicy{MaxUnavailable: ptr.To(intstr.FromInt32(2)), FailureThreshold: ptr.To(int32(2)),
 		Canary: &metav1.LabelSelector{MatchLabels: map[string]string{"ring": "canary"}}}, label)
 	canary := kros[2]

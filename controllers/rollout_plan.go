@@ -40,8 +40,8 @@ const (
 
 // makePlan is the plan of the version's rollout: the waiting Kros in admission order,
 // their ResourceGraphDefinitions, and the changes from the revision most of them run.
-func (p *rolloutPlan) makePlan(sel labels.Selector, view rolloutView) *v1alpha1.PlannedRollout {
-	order := admissionOrder(sel, p.waiting)
+func (p *rolloutPlan) makePlan(isCanary canaryFunc, view rolloutView) *v1alpha1.PlannedRollout {
+	order := admissionOrder(isCanary, p.waiting)
 	plan := &v1alpha1.PlannedRollout{Revision: p.Revision, From: mostRun(order, view.records)}
 	for i, k := range order {
 		plan.RGDs += rgdsTotal(k)
@@ -49,7 +49,7 @@ func (p *rolloutPlan) makePlan(sel labels.Selector, view rolloutView) *v1alpha1.
 			plan.More++
 			continue
 		}
-		pk := v1alpha1.PlannedKro{Kro: kroKey(k), Canary: sel != nil && sel.Matches(labels.Set(k.Labels)), Unavailable: !availableKro(k)}
+		pk := v1alpha1.PlannedKro{Kro: kroKey(k), Canary: isCanary != nil && isCanary(k), Unavailable: !availableKro(k)}
 		if s := k.Status.ResourceGraphDefinitions; s != nil {
 			pk.RGDs, pk.RGDsReady = ptr.To(s.Total), ptr.To(s.Ready)
 		}
@@ -64,13 +64,13 @@ func (p *rolloutPlan) makePlan(sel labels.Selector, view rolloutView) *v1alpha1.
 // ones first, then unavailable ones, each in name order): canaries before the others.
 // canariesFirst admits only canaries while one waits, and admit takes an unavailable
 // Kro only once no available one waits; this is the order both together give.
-func admissionOrder(sel labels.Selector, waiting []*v1alpha1.Kro) []*v1alpha1.Kro {
-	if sel == nil {
+func admissionOrder(isCanary canaryFunc, waiting []*v1alpha1.Kro) []*v1alpha1.Kro {
+	if isCanary == nil {
 		return slices.Clone(waiting)
 	}
 	var canaries, others []*v1alpha1.Kro
 	for _, k := range waiting {
-		if sel.Matches(labels.Set(k.Labels)) {
+		if isCanary(k) {
 			canaries = append(canaries, k)
 		} else {
 			others = append(others, k)
@@ -79,7 +79,8 @@ func admissionOrder(sel labels.Selector, waiting []*v1alpha1.Kro) []*v1alpha1.Kr
 	return append(canaries, others...)
 }
 
-// canarySelector is the policy's canary selector; nil without one.
+// canarySelector is the policy's canary selector; nil without one. It selects Kros by
+// their Namespace's labels (rollout_canary.go).
 func canarySelector(policy *v1alpha1.RolloutPolicy) (labels.Selector, error) {
 	if policy == nil || policy.Canary == nil {
 		return nil, nil

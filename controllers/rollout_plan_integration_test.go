@@ -8,7 +8,6 @@ import (
 	. "github.com/onsi/gomega"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -44,10 +43,7 @@ func plannedKroNames(plan *v1alpha1.PlannedRollout) []string {
 // first), and the approval admits the Kros one at a time in that order.
 func TestAPlanIsShownThenApproved(t *testing.T) {
 	g := withClusters(t)
-	label := func(kros []*v1alpha1.Kro) {
-		g.Expect(onboarding.Client.Patch(context.Background(), kros[2],
-			client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"ring":"canary"}}}`)))).To(Succeed())
-	}
+	label := func(kros []*v1alpha1.Kro) { labelNamespace(g, kros[2], `{"ring":"canary"}`) }
 	policy := &v1alpha1.RolloutPolicy{Plan: true, MaxUnavailable: ptr.To(intstr.FromInt32(1)),
 		Canary: &metav1.LabelSelector{MatchLabels: map[string]string{"ring": "canary"}}}
 	kros, v, before, first := changeUnderPolicy(t, g, policy, label)

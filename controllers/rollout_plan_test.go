@@ -28,8 +28,9 @@ func planVersion(chart, values string) *v1alpha1.KroVersion {
 // planned plans newRev of v1 with the old revision's artifacts kept.
 func planned(g Gomega, policy *v1alpha1.RolloutPolicy, prev *v1alpha1.VersionStatus, kros ...v1alpha1.Kro) rolloutPlan {
 	view := rolloutView{kros: kros, versionOf: map[string]string{oldRev: "v1", newRev: "v1"},
-		artifacts: map[string]*v1alpha1.KroVersion{oldRev: planVersion("0.9.3", `{"config":{"logLevel":"info"},"foo":1}`)},
-		current:   planVersion("0.9.4", `{"config":{"logLevel":"debug"},"image":{"pullPolicy":"Always"}}`)}
+		artifacts:       map[string]*v1alpha1.KroVersion{oldRev: planVersion("0.9.3", `{"config":{"logLevel":"info"},"foo":1}`)},
+		current:         planVersion("0.9.4", `{"config":{"logLevel":"debug"},"image":{"pullPolicy":"Always"}}`),
+		namespaceLabels: testNamespaceLabels}
 	p, err := planRollout(policy, false, v1alpha1.VersionStatus{Version: "v1", Revision: newRev, Kros: int32(len(kros))}, prev, view, rolloutT0)
 	g.Expect(err).NotTo(HaveOccurred())
 	return p
@@ -56,8 +57,8 @@ func TestAPlanAdmitsNobodyAndShowsTheOrder(t *testing.T) {
 		withRGDs(rolloutKro("a", oldRev, true), 3, 3),
 		withRGDs(rolloutKro("b", oldRev, false), 1, 0),
 		rolloutKro("c", oldRev, true), // reports no RGDs
-		withRGDs(rolloutKro("y", oldRev, false, "ring", "canary"), 2, 1),
-		withRGDs(rolloutKro("z", oldRev, true, "ring", "canary"), 4, 4),
+		withRGDs(canaryKro("y", oldRev, false), 2, 1),
+		withRGDs(canaryKro("z", oldRev, true), 4, 4),
 		rolloutKro("done", newRev, true), // runs the revision: not in the plan
 	}
 	p := planned(g, policy, nil, kros...)
@@ -65,17 +66,17 @@ func TestAPlanAdmitsNobodyAndShowsTheOrder(t *testing.T) {
 	g.Expect(p.Updating).To(BeEmpty(), "a plan admits nobody")
 	g.Expect(p.Updated).To(BeEquivalentTo(1))
 	g.Expect(p.Plan).NotTo(BeNil())
-	g.Expect(plannedNamesOf(p.Plan)).To(Equal([]string{"ns/z", "ns/y", "ns/a", "ns/c", "ns/b"}),
+	g.Expect(plannedNamesOf(p.Plan)).To(Equal([]string{"ring-canary/z", "ring-canary/y", "ns/a", "ns/c", "ns/b"}),
 		"canaries first, available before unavailable, each in name order")
 	g.Expect(p.Plan.Revision).To(Equal(newRev))
 	g.Expect(p.Plan.From).To(Equal(oldRev))
 	g.Expect(p.Plan.RGDs).To(BeEquivalentTo(10))
-	g.Expect(p.Plan.Kros[0]).To(Equal(v1alpha1.PlannedKro{Kro: "ns/z", Canary: true, RGDs: ptr.To(int32(4)), RGDsReady: ptr.To(int32(4))}))
+	g.Expect(p.Plan.Kros[0]).To(Equal(v1alpha1.PlannedKro{Kro: "ring-canary/z", Canary: true, RGDs: ptr.To(int32(4)), RGDsReady: ptr.To(int32(4))}))
 	g.Expect(p.Plan.Kros[1].Unavailable).To(BeTrue())
 	g.Expect(p.Plan.Kros[3].RGDs).To(BeNil(), "a Kro that reports no RGDs has none shown")
 	g.Expect(p.Plan.Changes).To(Equal("chart 0.9.3 → 0.9.4; values: ~config.logLevel, -foo, +image.pullPolicy"))
 	g.Expect(p.Plan.Summary).To(Equal("v1: 5 Kros (2 canaries, 2 unavailable), 10 RGDs; chart 0.9.3 → 0.9.4; values: ~config.logLevel, -foo, +image.pullPolicy"))
-	g.Expect(p.Message).To(And(HavePrefix("planned"), ContainSubstring("ns/z, ns/y, ns/a, ns/c, ns/b"), ContainSubstring("spec.rollout.plan")))
+	g.Expect(p.Message).To(And(HavePrefix("planned"), ContainSubstring("ring-canary/z, ring-canary/y, ns/a, ns/c, ns/b"), ContainSubstring("spec.rollout.plan")))
 
 	// Computed, not stored: without the previous status, the same plan.
 	again := planned(g, policy, &p.VersionStatus, kros...)

@@ -38,6 +38,19 @@ func rolloutKro(name, rev string, ready bool, labels ...string) v1alpha1.Kro {
 	return k
 }
 
+// canaryNamespace is the Namespace the platform team labelled ring=canary in the pure
+// tests: the Kros in it are the canaries of a policy that selects ring=canary.
+const canaryNamespace = "ring-canary"
+
+var testNamespaceLabels = map[string]map[string]string{canaryNamespace: {"ring": "canary"}, "ns": {"ring": "stable"}}
+
+// canaryKro is rolloutKro in canaryNamespace.
+func canaryKro(name, rev string, ready bool, labels ...string) v1alpha1.Kro {
+	k := rolloutKro(name, rev, ready, labels...)
+	k.Namespace = canaryNamespace
+	return k
+}
+
 func kroNames(ms []v1alpha1.RolloutMember) []string {
 	out := []string{}
 	for _, m := range ms {
@@ -47,7 +60,7 @@ func kroNames(ms []v1alpha1.RolloutMember) []string {
 }
 
 func plan(g Gomega, policy *v1alpha1.RolloutPolicy, paused bool, prev *v1alpha1.VersionStatus, now time.Time, kros ...v1alpha1.Kro) rolloutPlan {
-	view := rolloutView{kros: kros, versionOf: map[string]string{oldRev: "v1", newRev: "v1"}}
+	view := rolloutView{kros: kros, versionOf: map[string]string{oldRev: "v1", newRev: "v1"}, namespaceLabels: testNamespaceLabels}
 	p, err := planRollout(policy, paused, v1alpha1.VersionStatus{Version: "v1", Revision: newRev, Kros: int32(len(kros))}, prev, view, now)
 	g.Expect(err).NotTo(HaveOccurred())
 	return p
@@ -107,10 +120,10 @@ func TestRolloutCanariesFirst(t *testing.T) {
 	g := NewWithT(t)
 	policy := &v1alpha1.RolloutPolicy{MaxUnavailable: ptr.To(intstr.FromInt32(2)),
 		Canary: &metav1.LabelSelector{MatchLabels: map[string]string{"ring": "canary"}}}
-	a, z := rolloutKro("a", oldRev, true), rolloutKro("z", oldRev, true, "ring", "canary")
+	a, z := rolloutKro("a", oldRev, true), canaryKro("z", oldRev, true)
 	p := plan(g, policy, false, nil, rolloutT0, a, z)
-	g.Expect(kroNames(p.Updating)).To(Equal([]string{"ns/z"}), "only the canary, though there is room for two")
-	z = rolloutKro("z", newRev, true, "ring", "canary")
+	g.Expect(kroNames(p.Updating)).To(Equal([]string{"ring-canary/z"}), "only the canary, though there is room for two")
+	z = canaryKro("z", newRev, true)
 	p = plan(g, policy, false, &p.VersionStatus, rolloutT0.Add(time.Minute), a, z)
 	g.Expect(kroNames(p.Updating)).To(Equal([]string{"ns/a"}), "the others once the canary is healthy")
 }
@@ -122,9 +135,9 @@ func TestAFailedCanaryHoldsTheOthersBack(t *testing.T) {
 	g := NewWithT(t)
 	policy := &v1alpha1.RolloutPolicy{MaxUnavailable: ptr.To(intstr.FromInt32(2)), FailureThreshold: ptr.To(int32(2)),
 		Canary: &metav1.LabelSelector{MatchLabels: map[string]string{"ring": "canary"}}}
-	a, b, z := rolloutKro("a", oldRev, true), rolloutKro("b", oldRev, true), rolloutKro("z", oldRev, true, "ring", "canary")
+	a, b, z := rolloutKro("a", oldRev, true), rolloutKro("b", oldRev, true), canaryKro("z", oldRev, true)
 	p := plan(g, policy, false, nil, rolloutT0, a, b, z)
-	g.Expect(kroNames(p.Updating)).To(Equal([]string{"ns/z"}))
+	g.Expect(kroNames(p.Updating)).To(Equal([]string{"ring-canary/z"}))
 
 	z.Status.Phase = v1alpha1.PhaseProgressing
 	z.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionHelmReleaseReady, Status: metav1.ConditionFalse,
@@ -132,9 +145,9 @@ func TestAFailedCanaryHoldsTheOthersBack(t *testing.T) {
 	for i := 2; i < 5; i++ {
 		p = plan(g, policy, false, &p.VersionStatus, rolloutT0.Add(time.Duration(i)*time.Minute), a, b, z)
 		g.Expect(p.Rollout).To(Equal(v1alpha1.RolloutProgressing), "one failure of two allowed does not pause")
-		g.Expect(kroNames(p.Failed)).To(Equal([]string{"ns/z"}))
+		g.Expect(kroNames(p.Failed)).To(Equal([]string{"ring-canary/z"}))
 		g.Expect(p.Updating).To(BeEmpty(), "no Kro that is not a canary goes while the canary failed")
-		g.Expect(p.Message).To(ContainSubstring("canaries failed with revision " + newRev + ": ns/z (upgrade failed)"))
+		g.Expect(p.Message).To(ContainSubstring("canaries failed with revision " + newRev + ": ring-canary/z (upgrade failed)"))
 	}
 }
 

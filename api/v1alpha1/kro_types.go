@@ -140,10 +140,15 @@ type RolloutHealth struct {
 	// +required
 	// +kubebuilder:validation:MaxLength=253
 	Revision string `json:"revision"`
-	// Instances counts the instances of the kinds kro generated.
+	// Instances counts the instances of the kinds kro generated that were created no
+	// later than the Kro's admission to the revision: those the rollout's gate judges.
 	// +required
 	Instances InstanceCounts `json:"instances"`
-	// NotReady lists instances that are not Ready, at most 5.
+	// NewInstances counts the instances created after the Kro's admission: a tenant's
+	// new instances, which may not have had the time to become Ready, are not judged.
+	// +optional
+	NewInstances *InstanceCounts `json:"newInstances,omitempty"`
+	// NotReady lists instances counted in Instances that are not Ready, at most 5.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=5

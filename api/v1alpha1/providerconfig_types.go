@@ -69,8 +69,12 @@ type RolloutPolicy struct {
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 : self.matches('^[1-9][0-9]?%$|^100%$')",message="maxUnavailable must be at least 1, or a percentage from 1% to 100%"
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 
-	// Canary selects Kros, by their labels, that update first; the other Kros on the
-	// version wait until every canary is updated and healthy.
+	// Canary selects the Kros that update first by the labels of their Namespace on the
+	// onboarding cluster, which the platform team sets and tenants cannot (under openmcp,
+	// core.openmcp.cloud/project and core.openmcp.cloud/workspace name a Kro's project and
+	// workspace). A Kro's own labels are not looked at: its tenant writes them, and could
+	// make itself a canary or leave the canaries. The other Kros on the version wait until
+	// every canary is updated and healthy.
 	// +optional
 	Canary *metav1.LabelSelector `json:"canary,omitempty"`
 
@@ -341,7 +345,7 @@ type PlannedKro struct {
 	// +kubebuilder:validation:MaxLength=317
 	Kro string `json:"kro"`
 
-	// Canary says that the Kro matches spec.rollout.canary.
+	// Canary says that the Kro's Namespace matches spec.rollout.canary.
 	// +optional
 	Canary bool `json:"canary,omitempty"`
 
@@ -399,8 +403,10 @@ type RolloutMember struct {
 	RGDsReady int32 `json:"rgdsReady,omitempty"`
 
 	// Instances is how many of the instances of the kinds kro generated on the
-	// ControlPlane were Ready right before the Kro got the revision; once it runs the
-	// revision, a smaller share Ready fails it. Absent until the provider has looked.
+	// ControlPlane, of those created no later than Since, were Ready right before the Kro
+	// got the revision; once it runs the revision, more of those instances not Ready than
+	// then fails it. Instances created after Since are not judged. Absent until the
+	// provider has looked.
 	// +optional
 	Instances *InstanceCounts `json:"instances,omitempty"`
 

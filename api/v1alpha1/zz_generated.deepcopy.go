@@ -433,6 +433,11 @@ func (in *ResourceGraphDefinitionSummary) DeepCopy() *ResourceGraphDefinitionSum
 func (in *RolloutHealth) DeepCopyInto(out *RolloutHealth) {
 	*out = *in
 	out.Instances = in.Instances
+	if in.NewInstances != nil {
+		in, out := &in.NewInstances, &out.NewInstances
+		*out = new(InstanceCounts)
+		**out = **in
+	}
 	if in.NotReady != nil {
 		in, out := &in.NotReady, &out.NotReady
 		*out = make([]InstanceState, len(*in))

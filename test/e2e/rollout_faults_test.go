@@ -9,6 +9,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -80,8 +81,9 @@ func rolloutFaultSpecs(k rolloutKit) {
 	It("holds every other Kro back while a canary failed, under failureThreshold 2", func() {
 		se, cps := k.env(), k.cps()
 		canary := cps[2]
-		labelKro(se, canary, `{"ring":"canary"}`)
-		DeferCleanup(func() { labelKro(se, canary, `{"ring":null}`) })
+		// Canaries are chosen by their Namespace's labels, which the platform team sets.
+		labelNamespace(se, canary, `{"ring":"canary"}`)
+		DeferCleanup(func() { labelNamespace(se, canary, `{"ring":null}`) })
 		k.updatePC(func(pc *v1alpha1.ProviderConfig) {
 			pc.Spec.Rollout = &v1alpha1.RolloutPolicy{
 				MaxUnavailable: ptr.To(intstr.FromInt32(2)), FailureThreshold: ptr.To(int32(2)),
@@ -233,9 +235,10 @@ func kroKeys(ms []v1alpha1.RolloutMember) []string {
 	return out
 }
 
-// labelKro merges labels (JSON, null removes) into a ControlPlane's Kro.
-func labelKro(se *env.Env, cp *env.ControlPlane, labels string) {
+// labelNamespace merges labels (JSON, null removes) into the onboarding cluster's
+// Namespace of a ControlPlane's Kro, as the platform team would.
+func labelNamespace(se *env.Env, cp *env.ControlPlane, labels string) {
 	GinkgoHelper()
-	Expect(se.Onboarding.Client.Patch(suiteCtx, kroOf(cp),
+	Expect(se.Onboarding.Client.Patch(suiteCtx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: cp.Namespace}},
 		client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":`+labels+`}}`)))).To(Succeed())
 }

@@ -111,7 +111,12 @@ var _ = Describe("a rollout plan", Ordered, Label("rollout"), func() {
 		Expect(other).NotTo(BeNil())
 		Expect(canary).NotTo(BeNil())
 		for _, cp := range []*env.ControlPlane{other, canary} {
-			Expect(se.Onboarding.Client.Create(suiteCtx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: cp.Namespace}})).To(Succeed())
+			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: cp.Namespace}}
+			if cp == canary {
+				// Canaries are chosen by their Namespace's labels, which the platform team sets.
+				ns.Labels = map[string]string{"ring": "canary"}
+			}
+			Expect(se.Onboarding.Client.Create(suiteCtx, ns)).To(Succeed())
 		}
 	})
 
@@ -119,9 +124,6 @@ var _ = Describe("a rollout plan", Ordered, Label("rollout"), func() {
 		for _, cp := range []*env.ControlPlane{other, canary} {
 			kro := kroOf(cp)
 			kro.Spec.Version = planVersion
-			if cp == canary {
-				kro.Labels = map[string]string{"ring": "canary"}
-			}
 			Expect(se.Onboarding.Client.Create(suiteCtx, kro)).To(Succeed())
 		}
 		By("two Kros Ready, the canary with a ResourceGraphDefinition")

@@ -16,6 +16,9 @@
 //     run reads it at start (get) and claims it when no environment holds it yet (patch),
 //     and follows it while running (list and watch, by name) so that it stops when
 //     another environment takes it.
+//   - Namespaces: the ProviderConfig reconciler's cache lists and watches their metadata:
+//     a rollout's canaries (spec.rollout.canary) are chosen by the labels of a Kro's
+//     Namespace, which tenants cannot write.
 //
 // Not granted: update on kroes/finalizers. The provider sets no owner references on
 // other objects pointing at a Kro, so OwnerReferencesPermissionEnforcement never asks
@@ -25,4 +28,5 @@ package onboarding
 // +kubebuilder:rbac:groups=kro.services.open-control-plane.io,resources=kroes,verbs=list;watch;patch
 // +kubebuilder:rbac:groups=kro.services.open-control-plane.io,resources=kroes/status,verbs=patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=list;watch
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch;patch,resourceNames=kroes.kro.services.open-control-plane.io
