@@ -261,3 +261,43 @@ func TestHealthReadPagesInstances(t *testing.T) {
 	}
 	g.Expect(pages).To(Equal(3), "%d instances in pages of 100", n)
 }
+
+// TestReadsSkipAKindNeverServed: a CRD labelled as kro's that the API server never
+// serves (its kind is taken in its group, so it is never established; a tenant can make
+// one) neither fails the deletion guard nor the health read: it has no instances.
+func TestReadsSkipAKindNeverServed(t *testing.T) {
+	g := withClusters(t)
+	ctx := context.Background()
+	rgd := uniq("served")
+	kind := "Served" + rgd[len(rgd)-6:]
+	instance, plural := largeKroKind(t, g, controlPlane.Client, kind, rgd, 1)
+	ns := namespaceOn(t, g, controlPlane.Client)
+	createInstances(t, g, controlPlane.Client, instance, ns, "i", 2, 16, func(int) bool { return true })
+	conflicting, _ := testenv.KroGeneratedCRD(uniq("conflicting"), kind, rgd)
+	g.Expect(controlPlane.Client.Create(ctx, conflicting)).To(Succeed())
+	t.Cleanup(func() { _ = controlPlane.Client.Delete(context.Background(), conflicting) })
+	g.Eventually(func(g Gomega) {
+		g.Expect(controlPlane.Client.Get(ctx, client.ObjectKeyFromObject(conflicting), conflicting)).To(Succeed())
+		accepted := ""
+		for _, c := range conflicting.Status.Conditions {
+			if c.Type == apiextensionsv1.NamesAccepted {
+				accepted = string(c.Status)
+			}
+		}
+		g.Expect(accepted).To(Equal(string(apiextensionsv1.ConditionFalse)))
+	}, timeout, interval).Should(Succeed())
+
+	cl, _ := countedCluster(t, g, controlPlane.Config)
+	counts, err := instancesOf(ctx, cl)
+	g.Expect(err).NotTo(HaveOccurred())
+	var mine []string
+	for _, c := range counts {
+		if c.RGD == rgd {
+			mine = append(mine, c.String())
+		}
+	}
+	g.Expect(mine).To(Equal([]string{fmt.Sprintf("2 %s (%s.kro.run, RGD %s)", kind, plural, rgd)}), "the kind served is counted, the other skipped")
+	site := kroSite{cluster: cl, namespace: KroNamespace, release: ReleaseName, where: "the ControlPlane"}
+	_, err = readKroHealth(ctx, cl, site, "rev")
+	g.Expect(err).NotTo(HaveOccurred())
+}

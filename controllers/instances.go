@@ -60,6 +60,9 @@ func instancesOf(ctx context.Context, cl cluster.Cluster) ([]InstanceCount, erro
 	var out []InstanceCount
 	for _, k := range kinds {
 		n, err := countObjects(ctx, md.Resource(k.gvr))
+		if apierrors.IsNotFound(err) {
+			continue // not served (any more): nothing there for kro to finish
+		}
 		if err != nil {
 			return nil, fmt.Errorf("listing %s: %w", k.name, err)
 		}
@@ -147,7 +150,8 @@ type servedKind struct{ kind, version string }
 
 // resolveKind finds the kind and a served version of a CRD known by its metadata, from
 // the discovery of its group (read once per group into groups), or from the CRD itself
-// when discovery does not show it (yet). ok is false for a CRD that serves no version.
+// when discovery does not show it (yet). ok is false for a CRD that serves no version or
+// is not established.
 func resolveKind(ctx context.Context, reader client.Reader, dc discovery.DiscoveryInterface, groups map[string]map[string]servedKind,
 	crd *metav1.PartialObjectMetadata) (generatedKind, bool, error) {
 	plural, group, found := strings.Cut(crd.Name, ".")
@@ -176,7 +180,7 @@ func resolveKind(ctx context.Context, reader client.Reader, dc discovery.Discove
 	}
 	version := servedVersion(full)
 	k.kind, k.gvr = full.Spec.Names.Kind, schema.GroupVersionResource{Group: full.Spec.Group, Version: version, Resource: full.Spec.Names.Plural}
-	return k, version != "", nil
+	return k, version != "" && crdEstablished(full), nil
 }
 
 // discoverGroup reads the resources a group serves, by plural: the group's preferred
@@ -218,6 +222,17 @@ func discoverGroup(ctx context.Context, dc discovery.DiscoveryInterface, group s
 		}
 	}
 	return out, nil
+}
+
+// crdEstablished tells whether the API server serves the CRD's kind: a CRD it never
+// established (its names conflict with another's, say) has no instances.
+func crdEstablished(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	for _, c := range crd.Status.Conditions {
+		if c.Type == apiextensionsv1.Established {
+			return c.Status == apiextensionsv1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // servedVersion is the CRD's storage version, or any served one.

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -71,6 +72,9 @@ func countInstances(ctx context.Context, cl cluster.Cluster, h *v1alpha1.Rollout
 	}
 	for _, k := range kinds {
 		err := eachInstance(ctx, dc.RESTClient(), k.gvr, listPageSize, func(i *listedInstance) { countInstance(h, k.kind, i) })
+		if apierrors.IsNotFound(err) {
+			continue // not served (any more)
+		}
 		if err != nil {
 			return fmt.Errorf("listing %s: %w", k.name, err)
 		}
