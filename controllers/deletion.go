@@ -11,6 +11,7 @@ import (
 	krov1alpha1 "github.com/kubernetes-sigs/kro/api/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -278,10 +279,36 @@ func (o *observation) accessMissing(kro *v1alpha1.Kro, na *NotAvailableError, no
 	}
 }
 
-// instanceRecheck is how often a deletion blocked by instances of kro's kinds looks
-// again. Instances are not watched (a watch per generated kind and ControlPlane would
-// cost on every ControlPlane all the time), so the last one deleted is seen within this.
-const instanceRecheck = 2 * time.Second
+// How often a deletion blocked by instances of kro's kinds looks again. Instances are not
+// watched (a watch per generated kind and ControlPlane would cost on every ControlPlane
+// all the time), so the last one deleted is seen within this: soon while the deletion is
+// new, when someone is likely clearing up; less often the longer it stays blocked, as
+// every look costs requests per kind kro generated (instancesOf). Changes of RGDs and of
+// the access bring the Kro back at once, whatever the pause.
+const (
+	instanceRecheckMin = 2 * time.Second
+	instanceRecheckMax = time.Minute
+)
+
+// instanceRecheck is the pause before the next look: a tenth of the time the deletion
+// has been blocked (since blockedSince, zero if not yet), between instanceRecheckMin and
+// instanceRecheckMax.
+func instanceRecheck(blockedSince, now time.Time) time.Duration {
+	if blockedSince.IsZero() {
+		return instanceRecheckMin
+	}
+	return min(max(now.Sub(blockedSince)/10, instanceRecheckMin), instanceRecheckMax)
+}
+
+// deletionBlockedSince is when the Kro's deletion was last found blocked, as its status
+// says, or zero.
+func deletionBlockedSince(kro *v1alpha1.Kro) time.Time {
+	c := meta.FindStatusCondition(kro.Status.Conditions, v1alpha1.ConditionDeletionBlocked)
+	if c == nil || c.Status != metav1.ConditionTrue {
+		return time.Time{}
+	}
+	return c.LastTransitionTime.Time
+}
 
 // guardDeletion lets the uninstall of an existing HelmRelease go ahead only when no
 // ResourceGraphDefinitions and no instances of kinds kro generated are left on the
@@ -330,7 +357,7 @@ func (r *KroReconciler) guardUserResources(ctx context.Context, s *scope, access
 		return proceed, err
 	}
 	if len(instances) > 0 {
-		s.requeue(instanceRecheck)
+		s.requeue(instanceRecheck(deletionBlockedSince(s.kro), time.Now()))
 	}
 	rgds := rgdNames(list)
 	switch {

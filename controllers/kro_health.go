@@ -2,16 +2,20 @@ package controllers
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
-	"sort"
+	"io"
+	"strconv"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
@@ -26,8 +30,10 @@ import (
 // only while a rollout updates the Kro. So the Kro reconciler reads both straight from
 // the API server, and only in the reconciles of a Kro that a rollout is updating
 // (scope.gate): a ControlPlane outside a rollout costs what it did before. The reads go
-// through a dynamic client with the resources spelled out, so that the engaged
-// cluster's REST mapper does not discover, and keep, the generated kinds either.
+// to the resources spelled out, so that the engaged cluster's REST mapper does not
+// discover, and keep, the generated kinds either. The tenant decides how many instances
+// there are and how large: they are read a page at a time and decoded one at a time,
+// keeping their names and conditions only (eachInstance).
 
 // kroInstanceReady is the condition kro (v0.9.x) sets on an instance.
 const kroInstanceReady = "Ready"
@@ -39,18 +45,13 @@ const maxNotReadyInstances = 5
 // The instances are on the ControlPlane, kro's Deployment where kro runs (site). Those
 // created after since (the Kro's admission) are counted apart, in NewInstances.
 func readKroHealth(ctx context.Context, cl cluster.Cluster, site kroSite, revision string, since time.Time) (*v1alpha1.RolloutHealth, error) {
-	dyn, err := dynamic.NewForConfigAndClient(cl.GetConfig(), cl.GetHTTPClient())
+	h := &v1alpha1.RolloutHealth{Revision: revision}
+	if err := countInstances(ctx, cl, h, since); err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfigAndClient(site.cluster.GetConfig(), site.cluster.GetHTTPClient())
 	if err != nil {
 		return nil, err
-	}
-	h := &v1alpha1.RolloutHealth{Revision: revision}
-	if err := countInstances(ctx, cl.GetAPIReader(), dyn, h, since); err != nil {
-		return nil, err
-	}
-	if site.cluster != cl {
-		if dyn, err = dynamic.NewForConfigAndClient(site.cluster.GetConfig(), site.cluster.GetHTTPClient()); err != nil {
-			return nil, err
-		}
 	}
 	if err := deploymentHealth(ctx, dyn, site, h); err != nil {
 		return nil, err
@@ -59,24 +60,146 @@ func readKroHealth(ctx context.Context, cl cluster.Cluster, site kroSite, revisi
 }
 
 // countInstances counts the instances of every kind kro generated and names a few that
-// are not Ready, in the order of their kind's resource, namespace and name; those
-// created after since are counted apart and not named.
-func countInstances(ctx context.Context, reader client.Reader, dyn dynamic.Interface, h *v1alpha1.RolloutHealth, since time.Time) error {
-	kinds, err := generatedKinds(ctx, reader)
+// are not Ready, in the order of their kind's resource, namespace and name (the API
+// server lists in that order). Instances are read a page of listPageSize at a time, and
+// of each only its name and conditions are kept (eachInstance): the provider's memory
+// does not grow with the instances a tenant creates, nor with their size. Those created
+// after since are counted apart and not named.
+func countInstances(ctx context.Context, cl cluster.Cluster, h *v1alpha1.RolloutHealth, since time.Time) error {
+	kinds, err := generatedKinds(ctx, cl)
+	if err != nil {
+		return err
+	}
+	dc, err := discovery.NewDiscoveryClientForConfigAndClient(cl.GetConfig(), cl.GetHTTPClient())
 	if err != nil {
 		return err
 	}
 	for _, k := range kinds {
-		list, err := dyn.Resource(k.gvr).List(ctx, metav1.ListOptions{})
+		err := eachInstance(ctx, dc.RESTClient(), k.gvr, listPageSize, func(i *listedInstance) { countInstance(h, k.kind, i, since) })
+		if apierrors.IsNotFound(err) {
+			continue // not served (any more)
+		}
 		if err != nil {
-			return fmt.Errorf("listing %s: %w", k.crd.Name, err)
+			return fmt.Errorf("listing %s: %w", k.name, err)
 		}
-		sort.Slice(list.Items, func(a, b int) bool {
-			return client.ObjectKeyFromObject(&list.Items[a]).String() < client.ObjectKeyFromObject(&list.Items[b]).String()
-		})
-		for j := range list.Items {
-			countInstance(h, k.crd.Spec.Names.Kind, &list.Items[j], since)
+	}
+	return nil
+}
+
+// listedInstance is what the health read keeps of an instance.
+type listedInstance struct {
+	Metadata struct {
+		Namespace         string      `json:"namespace"`
+		Name              string      `json:"name"`
+		CreationTimestamp metav1.Time `json:"creationTimestamp"`
+	} `json:"metadata"`
+	// Status is decoded only for its conditions (instanceConditions): whatever else a
+	// tenant put there is skipped.
+	Status json.RawMessage `json:"status"`
+}
+
+// instanceCondition is what the health read keeps of an instance's condition.
+type instanceCondition struct {
+	Type   string `json:"type"`
+	Status string `json:"status"`
+	Reason string `json:"reason"`
+}
+
+// instanceConditions are the conditions of an instance, none if its status has none in
+// the shape kro writes.
+func (i *listedInstance) instanceConditions() []instanceCondition {
+	var st struct {
+		Conditions []instanceCondition `json:"conditions"`
+	}
+	if len(i.Status) == 0 || json.Unmarshal(i.Status, &st) != nil {
+		return nil
+	}
+	return st.Conditions
+}
+
+// eachInstance lists the objects of a resource, pageSize at a time, and hands each to
+// fn as it is decoded from the response: the provider holds one object's JSON at a time,
+// never a page of them.
+func eachInstance(ctx context.Context, rc rest.Interface, gvr schema.GroupVersionResource, pageSize int64, fn func(*listedInstance)) error {
+	next := ""
+	for {
+		req := rc.Get().AbsPath("/apis", gvr.Group, gvr.Version, gvr.Resource).
+			Param("limit", strconv.FormatInt(pageSize, 10)).SetHeader("Accept", "application/json")
+		if next != "" {
+			req = req.Param("continue", next)
 		}
+		body, err := req.Stream(ctx)
+		if err != nil {
+			return err
+		}
+		next, err = decodeInstancePage(body, fn)
+		_ = body.Close()
+		if err != nil || next == "" {
+			return err
+		}
+	}
+}
+
+// decodeInstancePage walks a list's JSON, decoding its items one at a time, and returns
+// the list's continue token.
+func decodeInstancePage(r io.Reader, fn func(*listedInstance)) (string, error) {
+	dec := json.NewDecoder(r)
+	if err := expectDelim(dec, '{'); err != nil {
+		return "", err
+	}
+	next := ""
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", err
+		}
+		switch tok {
+		case "items":
+			if err := decodeItems(dec, fn); err != nil {
+				return "", err
+			}
+		case "metadata":
+			var lm metav1.ListMeta
+			if err := dec.Decode(&lm); err != nil {
+				return "", err
+			}
+			next = lm.Continue
+		default:
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return "", err
+			}
+		}
+	}
+	return next, expectDelim(dec, '}')
+}
+
+// decodeItems decodes a list's items (null or an array), one at a time.
+func decodeItems(dec *json.Decoder, fn func(*listedInstance)) error {
+	tok, err := dec.Token()
+	if err != nil || tok == nil {
+		return err
+	}
+	if tok != json.Delim('[') {
+		return fmt.Errorf("decoding a list: items is %v, not an array", tok)
+	}
+	for dec.More() {
+		i := &listedInstance{}
+		if err := dec.Decode(i); err != nil {
+			return err
+		}
+		fn(i)
+	}
+	return expectDelim(dec, ']')
+}
+
+func expectDelim(dec *json.Decoder, d json.Delim) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return fmt.Errorf("decoding a list: %w", err)
+	}
+	if tok != d {
+		return fmt.Errorf("decoding a list: %v where %v was expected", tok, d)
 	}
 	return nil
 }
@@ -84,9 +207,9 @@ func countInstances(ctx context.Context, reader client.Reader, dyn dynamic.Inter
 // countInstance adds one instance to the counts: to NewInstances when it was created
 // after since. Creation times and since are kept to the second; an instance of the
 // admission's second counts as old.
-func countInstance(h *v1alpha1.RolloutHealth, kind string, u *unstructured.Unstructured, since time.Time) {
-	ready, reason := instanceReady(u)
-	if u.GetCreationTimestamp().After(since) {
+func countInstance(h *v1alpha1.RolloutHealth, kind string, i *listedInstance, since time.Time) {
+	ready, reason := instanceReady(i.instanceConditions())
+	if i.Metadata.CreationTimestamp.After(since) {
 		if h.NewInstances == nil {
 			h.NewInstances = &v1alpha1.InstanceCounts{}
 		}
@@ -102,24 +225,22 @@ func countInstance(h *v1alpha1.RolloutHealth, kind string, u *unstructured.Unstr
 		return
 	}
 	if len(h.NotReady) < maxNotReadyInstances {
-		h.NotReady = append(h.NotReady, v1alpha1.InstanceState{Kind: kind, Namespace: u.GetNamespace(), Name: u.GetName(), Reason: reason})
+		h.NotReady = append(h.NotReady, v1alpha1.InstanceState{Kind: kind, Namespace: i.Metadata.Namespace, Name: i.Metadata.Name, Reason: reason})
 	}
 }
 
 // instanceReady reads an instance's Ready condition; the reason says why it is not True.
-func instanceReady(u *unstructured.Unstructured) (bool, string) {
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+func instanceReady(conds []instanceCondition) (bool, string) {
 	for _, c := range conds {
-		m, ok := c.(map[string]any)
-		if !ok || m["type"] != kroInstanceReady {
+		if c.Type != kroInstanceReady {
 			continue
 		}
-		if m["status"] == string(metav1.ConditionTrue) {
+		if c.Status == string(metav1.ConditionTrue) {
 			return true, ""
 		}
-		reason, _ := m["reason"].(string)
+		reason := c.Reason
 		if reason == "" {
-			reason, _ = m["status"].(string)
+			reason = c.Status
 		}
 		return false, foreign.Reason(reason, maxStateReason)
 	}

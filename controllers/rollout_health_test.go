@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -121,15 +122,15 @@ func TestGateTakesTheBaselineFromTheRecord(t *testing.T) {
 
 func TestInstanceAndDeploymentReadiness(t *testing.T) {
 	g := NewWithT(t)
-	u := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"conditions": []any{
-		map[string]any{"type": "InstanceManaged", "status": "True"},
-		map[string]any{"type": "Ready", "status": "False", "reason": "ResourcesNotReady"},
-	}}}}
-	ready, reason := instanceReady(u)
+	i := &listedInstance{Status: json.RawMessage(`{"conditions":[{"type":"InstanceManaged","status":"True"},` +
+		`{"type":"Ready","status":"False","reason":"ResourcesNotReady","message":"skipped"}],"other":{"large":"skipped"}}`)}
+	ready, reason := instanceReady(i.instanceConditions())
 	g.Expect(ready).To(BeFalse())
 	g.Expect(reason).To(Equal("ResourcesNotReady"))
-	_, reason = instanceReady(&unstructured.Unstructured{Object: map[string]any{}})
+	_, reason = instanceReady((&listedInstance{}).instanceConditions())
 	g.Expect(reason).To(Equal("NoReadyCondition"))
+	_, reason = instanceReady((&listedInstance{Status: json.RawMessage(`{"conditions":"not a list"}`)}).instanceConditions())
+	g.Expect(reason).To(Equal("NoReadyCondition"), "conditions of another shape are none")
 
 	d := testenv.AvailableKroDeployment()
 	ok, _ := deploymentDone(d)

@@ -7,7 +7,6 @@ import (
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
@@ -63,12 +62,11 @@ func TestGateCountsInstancesThatTurnedNotReady(t *testing.T) {
 func TestCountInstanceSetsNewOnesApart(t *testing.T) {
 	g := NewWithT(t)
 	since := rolloutT0
-	at := func(name string, created time.Time) *unstructured.Unstructured {
-		u := &unstructured.Unstructured{Object: map[string]any{}}
-		u.SetNamespace("team-a")
-		u.SetName(name)
-		u.SetCreationTimestamp(metav1.NewTime(created))
-		return u
+	at := func(name string, created time.Time) *listedInstance {
+		i := &listedInstance{}
+		i.Metadata.Namespace, i.Metadata.Name = "team-a", name
+		i.Metadata.CreationTimestamp = metav1.NewTime(created)
+		return i
 	}
 	h := &v1alpha1.RolloutHealth{}
 	countInstance(h, "Shop", at("old", since.Add(-time.Hour)), since)
