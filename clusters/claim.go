@@ -87,8 +87,13 @@ func parseClaim(v string) Installation {
 		rest, i.Provider = rest[:at], rest[at+len(",provider="):]
 	}
 	i.Environment = rest
-	if i.earlier() {
-		i.Provider = "?" // names no provider and no platform: not an earlier version's
+	// A claim in this format that lacks a part was written by hand: not an earlier
+	// version's, and "?" in messages for what it lacks.
+	if i.Provider == "" {
+		i.Provider = "?"
+	}
+	if i.Platform == "" {
+		i.Platform = "?"
 	}
 	return i
 }

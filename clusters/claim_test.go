@@ -18,6 +18,7 @@ func TestParseClaim(t *testing.T) {
 	g.Expect(parseClaim("standalone").earlier()).To(BeTrue())
 	odd := parseClaim("environment=standalone")
 	g.Expect(odd.earlier()).To(BeFalse(), "names the new format but no provider or platform: not an earlier version's claim to take over")
+	g.Expect(odd.String()).To(Equal(`environment "standalone" of provider "?" on the platform cluster whose kube-system namespace has UID ?`))
 	long := parseClaim(strings.Repeat("x", 10000))
 	g.Expect(len(long.Environment)).To(BeNumerically("<=", maxClaim+len("…")))
 	err := &ClaimError{Holder: long, Self: self, claim: strings.Repeat("x", 10000)}
