@@ -108,7 +108,7 @@ func (r *KroReconciler) reconcileHelmRelease(ctx context.Context, s *scope) (res
 		return waiting, nil
 	}
 	status, message := readFlux(hr, s.before)
-	managed := managedFlux(hr, status, message)
+	managed := managedFlux(hr, status, withoutShardWait(message))
 	if shardWait != "" {
 		r.reportShardWait(s, &managed, shardWaitMessage(s.fluxShard, shardWait))
 	}

@@ -155,6 +155,16 @@ func shardWaitMessage(key, wait string) string {
 	return shardWaitPrefix + to + " waits for " + wait
 }
 
+// withoutShardWait is a HelmRelease's message without the report of a held move, which a
+// message the Kro's status kept from an earlier reconcile (previousReading) may carry.
+func withoutShardWait(message string) string {
+	if !strings.HasPrefix(message, shardWaitPrefix) {
+		return message
+	}
+	_, rest, _ := strings.Cut(message, "; ")
+	return rest
+}
+
 // shardWaitPrefix starts every shardWaitMessage.
 const shardWaitPrefix = "the move to "
 

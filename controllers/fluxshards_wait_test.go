@@ -157,4 +157,9 @@ func TestReleaseBusy(t *testing.T) {
 	hr.Status.History[0].Status = "failed"
 	wait, _ = releaseBusy(hr, now)
 	g.Expect(wait).To(BeEmpty())
+
+	reported := shardWaitMessage("b", "helm-controller to end the release operation in flight (x)")
+	g.Expect(withoutShardWait(reported+"; Helm upgrade succeeded")).To(Equal("Helm upgrade succeeded"), "a kept message does not report the wait twice")
+	g.Expect(withoutShardWait(reported)).To(BeEmpty())
+	g.Expect(withoutShardWait("Helm upgrade succeeded")).To(Equal("Helm upgrade succeeded"))
 }
