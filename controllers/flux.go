@@ -86,8 +86,13 @@ func (r *KroReconciler) reconcileHelmRelease(ctx context.Context, s *scope) (res
 	if err := s.record.annotate(hr); err != nil {
 		return proceed, err
 	}
+	var shardWait string
 	owned, err := applyOwned(ctx, r.Platform, r.PlatformReader, hr, &helmv2.HelmRelease{}, func(current client.Object) (bool, error) {
-		holdReleaseShard(hr, current, s.repo, s.fluxShard)
+		var until time.Time
+		shardWait, until = holdReleaseShard(hr, current, s.repo, s.fluxShard, time.Now())
+		if !until.IsZero() {
+			s.requeue(time.Until(until))
+		}
 		if err := stampInstall(hr, current); err != nil {
 			return false, err
 		}
@@ -103,7 +108,11 @@ func (r *KroReconciler) reconcileHelmRelease(ctx context.Context, s *scope) (res
 		return waiting, nil
 	}
 	status, message := readFlux(hr, s.before)
-	s.obs.managed = append(s.obs.managed, managedFlux(hr, status, message))
+	managed := managedFlux(hr, status, withoutShardWait(message))
+	if shardWait != "" {
+		r.reportShardWait(s, &managed, shardWaitMessage(s.fluxShard, shardWait))
+	}
+	s.obs.managed = append(s.obs.managed, managed)
 	installedCondition(&s.obs, "HelmRelease "+hr.Namespace+"/"+hr.Name, s.version.ChartVersion, installedChart(hr), status, message, releaseFailReason(hr))
 	return proceed, nil
 }

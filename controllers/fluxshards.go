@@ -1,11 +1,16 @@
 package controllers
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
@@ -54,23 +59,114 @@ func moveSourceShard(desired, current client.Object, key string, now time.Time) 
 }
 
 // holdReleaseShard keeps, in desired, the HelmRelease on its current shard until the
-// source's new shard has handled the move (moveSourceShard). current is the HelmRelease
-// as it is, or nil.
-func holdReleaseShard(desired, current client.Object, repo *sourcev1.OCIRepository, key string) {
+// source's new shard has handled the move (moveSourceShard) and the current shard's
+// helm-controller has no release operation in flight (releaseBusy). current is the
+// HelmRelease as it is, or nil. It returns what a held move waits for ("" when the
+// HelmRelease moves or stays where it belongs) and, for a wait on helm-controller, when
+// that wait ends at the latest (zero otherwise).
+func holdReleaseShard(desired, current client.Object, repo *sourcev1.OCIRepository, key string, now time.Time) (string, time.Time) {
 	if current == nil || repo == nil {
-		return
+		return "", time.Time{}
 	}
 	was := current.GetLabels()[v1alpha1.LabelFluxShard]
-	if was == key || strings.HasPrefix(repo.Status.LastHandledReconcileAt, shardMovePrefix(key)) {
-		return
+	if was == key {
+		return "", time.Time{}
+	}
+	wait, until := "", time.Time{}
+	if hr, ok := current.(*helmv2.HelmRelease); ok {
+		wait, until = releaseBusy(hr, now)
+	}
+	if wait == "" && !strings.HasPrefix(repo.Status.LastHandledReconcileAt, shardMovePrefix(key)) {
+		wait = "the source's new shard to handle the move of the OCIRepository"
+	}
+	if wait == "" {
+		return "", time.Time{}
 	}
 	labels := desired.GetLabels()
 	if was == "" {
 		delete(labels, v1alpha1.LabelFluxShard)
-		return
+	} else {
+		labels[v1alpha1.LabelFluxShard] = was
 	}
-	labels[v1alpha1.LabelFluxShard] = was
+	return wait, until
 }
+
+// A HelmRelease's release operation must end on the shard that began it: Helm locks the
+// release while an install, upgrade, test, rollback or uninstall runs (the release is
+// pending-*), and a helm-controller that finds a release locked unlocks it (marks it
+// failed) and acts again, so a new shard's helm-controller that saw the HelmRelease in
+// the middle of the old shard's upgrade would fail that upgrade under it. helm-controller
+// sets Reconciling=True with reason Progressing ("Running 'upgrade' action ...") and
+// writes it before each action begins, and removes it, or turns its reason to
+// ProgressingWithRetry, once the action has ended; a pending-* release at the head of the
+// history is one whose action never reported its end. A shard move waits for neither
+// to be there. The wait is bounded, in case the old shard's controllers are gone and
+// nobody ends it: an operation takes at most a few timeouts of the release (an action,
+// its test and a remediation), so past shardMoveStaleAfter the move goes on, and the new
+// shard's helm-controller unlocks a release that its dead owner left locked.
+
+// shardMoveStaleAfter is how long a move waits for a release operation, given the
+// HelmRelease's timeout for each action.
+func shardMoveStaleAfter(hr *helmv2.HelmRelease) time.Duration {
+	timeout := 5 * time.Minute // helm-controller's default
+	if hr.Spec.Timeout != nil && hr.Spec.Timeout.Duration > 0 {
+		timeout = hr.Spec.Timeout.Duration
+	}
+	return 3*timeout + time.Minute
+}
+
+// releaseBusy says what release operation helm-controller has in flight for hr ("" for
+// none), and until when a move waits for it.
+func releaseBusy(hr *helmv2.HelmRelease, now time.Time) (string, time.Time) {
+	stale := shardMoveStaleAfter(hr)
+	if c := apimeta.FindStatusCondition(hr.Status.Conditions, meta.ReconcilingCondition); c != nil &&
+		c.Status == metav1.ConditionTrue && c.Reason == meta.ProgressingReason {
+		if until := c.LastTransitionTime.Add(stale); now.Before(until) {
+			return "helm-controller to end the release operation in flight (Reconciling=True, Progressing, since " +
+				c.LastTransitionTime.UTC().Format(time.RFC3339) + ")", until
+		}
+	}
+	if len(hr.Status.History) > 0 && hr.Status.History[0] != nil && strings.HasPrefix(hr.Status.History[0].Status, "pending-") {
+		head := hr.Status.History[0]
+		if until := head.LastDeployed.Add(stale); now.Before(until) {
+			return fmt.Sprintf("helm-controller to end the release operation in flight (revision %d is %s since %s)",
+				head.Version, shortStatus(head.Status), head.LastDeployed.UTC().Format(time.RFC3339)), until
+		}
+	}
+	return "", time.Time{}
+}
+
+// shortStatus is a Helm release status as a message may carry it: Helm's statuses are
+// short words, anything longer is cut.
+func shortStatus(s string) string {
+	if len(s) > 32 {
+		return s[:32] + "…"
+	}
+	return s
+}
+
+// shardWaitMessage is the report of a held move, added to the HelmRelease's entry in the
+// Kro's managedResources.
+func shardWaitMessage(key, wait string) string {
+	to := "the unsharded Flux controllers"
+	if key != "" {
+		to = "Flux shard " + key
+	}
+	return shardWaitPrefix + to + " waits for " + wait
+}
+
+// withoutShardWait is a HelmRelease's message without the report of a held move, which a
+// message the Kro's status kept from an earlier reconcile (previousReading) may carry.
+func withoutShardWait(message string) string {
+	if !strings.HasPrefix(message, shardWaitPrefix) {
+		return message
+	}
+	_, rest, _ := strings.Cut(message, "; ")
+	return rest
+}
+
+// shardWaitPrefix starts every shardWaitMessage.
+const shardWaitPrefix = "the move to "
 
 // FluxShardOf is the Flux shard key of a Kro's Flux objects; "" without shards.
 func FluxShardOf(kro client.Object, shards []string) string {
@@ -109,4 +205,26 @@ func fluxShardCounts(shards []string, kros []v1alpha1.Kro) []v1alpha1.FluxShardS
 		out[at[FluxShardOf(&kros[i], shards)]].Kros++
 	}
 	return out
+}
+
+// reportShardWait adds a held move to the HelmRelease's entry in the Kro's status, and
+// emits a Normal event when the Kro's status did not report it yet.
+func (r *KroReconciler) reportShardWait(s *scope, entry *v1alpha1.ManagedResource, wait string) {
+	reported := false
+	if s.before != nil {
+		for _, m := range s.before.ManagedResources {
+			if m.Kind == entry.Kind && m.Cluster == entry.Cluster && strings.Contains(m.Message, wait) {
+				reported = true
+			}
+		}
+	}
+	if entry.Message == "" {
+		entry.Message = wait
+	} else {
+		entry.Message = shortenMessage(wait + "; " + entry.Message)
+	}
+	if !reported {
+		r.Recorder.Eventf(s.kro, nil, corev1.EventTypeNormal, v1alpha1.ReasonFluxShardMoveWaiting, "MoveShard", "HelmRelease %s/%s: %s",
+			entry.Namespace, entry.Name, wait)
+	}
 }

@@ -144,16 +144,16 @@ func TestShardMoveGoesSourceFirst(t *testing.T) {
 
 	repo := labelled("b", nil)
 	hr := labelled("b", nil)
-	holdReleaseShard(hr, labelled("a", nil), repo, "b")
+	holdReleaseShard(hr, labelled("a", nil), repo, "b", now)
 	g.Expect(hr.Labels).To(HaveKeyWithValue(v1alpha1.LabelFluxShard, "a"), "held on its shard while the source's new shard has not answered")
 	repo.Status.LastHandledReconcileAt = request
 	hr = labelled("b", nil)
-	holdReleaseShard(hr, labelled("a", nil), repo, "b")
+	holdReleaseShard(hr, labelled("a", nil), repo, "b", now)
 	g.Expect(hr.Labels).To(HaveKeyWithValue(v1alpha1.LabelFluxShard, "b"))
 	unsharded := labelled("", nil)
-	holdReleaseShard(unsharded, labelled("", nil), repo, "")
+	holdReleaseShard(unsharded, labelled("", nil), repo, "", now)
 	g.Expect(unsharded.Labels).NotTo(HaveKey(v1alpha1.LabelFluxShard))
 	toShard := labelled("c", nil)
-	holdReleaseShard(toShard, labelled("", nil), repo, "c")
+	holdReleaseShard(toShard, labelled("", nil), repo, "c", now)
 	g.Expect(toShard.Labels).NotTo(HaveKey(v1alpha1.LabelFluxShard), "held on the unsharded controllers")
 }

@@ -105,6 +105,11 @@ const (
 	// is being moved: uninstalled from the old side before it is installed on the new
 	// (HelmReleaseReady; a Normal event when the move begins).
 	ReasonMovingPlacement = "MovingPlacement"
+	// ReasonFluxShardMoveWaiting: the Normal event when a Kro's HelmRelease waits to move
+	// to its new Flux shard, because the old shard's helm-controller has a release
+	// operation in flight (or the source's new shard has not handled it yet); the
+	// HelmRelease's entry in status.managedResources says what it waits for.
+	ReasonFluxShardMoveWaiting = "FluxShardMoveWaiting"
 	// ReasonAccessDenied: openmcp denied the provider's AccessRequest for the ControlPlane.
 	// During a deletion a denied request counts as access gone.
 	ReasonAccessDenied = "AccessDenied"

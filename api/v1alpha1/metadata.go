@@ -35,8 +35,9 @@ const (
 	// a hash when it is no valid label value).
 	LabelVersion = LabelPrefix + "version"
 	// AnnotationEnvironment on the Kro CRD (kroes.kro.services.open-control-plane.io) of
-	// the onboarding cluster names the one environment that serves that onboarding
-	// cluster: `init` and `run` claim it and refuse to act beside another environment.
+	// the onboarding cluster names the one installation that serves that onboarding
+	// cluster (environment, provider name and platform cluster: clusters.Installation):
+	// `init` and `run` claim it and refuse to act beside another installation.
 	AnnotationEnvironment = LabelPrefix + "environment"
 	// AnnotationSourceSecret names the secret in the provider's namespace a copy was made from.
 	AnnotationSourceSecret = LabelPrefix + "source-secret"

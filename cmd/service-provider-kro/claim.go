@@ -15,11 +15,15 @@ import (
 	"github.com/openmcp-project/service-provider-kro/clusters"
 )
 
-// One environment serves an onboarding cluster. Each environment's provider acts on
+// One installation serves an onboarding cluster. Each installation's provider acts on
 // every Kro there, so a second one would count the Kros of the first one's ControlPlanes
 // as gone and remove their finalizer past the first one's deletion guard. `init` and
-// `run` therefore claim the onboarding cluster for their environment on the Kro CRD
-// (v1alpha1.AnnotationEnvironment) and refuse to act when another environment holds it.
+// `run` therefore claim the onboarding cluster for their installation on the Kro CRD
+// (v1alpha1.AnnotationEnvironment) and refuse to act when another installation holds
+// it. An installation is its environment, its provider name and its platform cluster
+// (clusters.Installation): two standalone installations are both "standalone", and
+// only their platform clusters tell them apart; the replicas of one installation share
+// the claim.
 
 // standaloneEnvironment is the environment of a provider started without --environment.
 const standaloneEnvironment = "standalone"
@@ -33,59 +37,81 @@ func (o *commonOptions) claimEnvironment() string {
 	return o.environment
 }
 
+// installation is the installation the provider claims the onboarding cluster for; it
+// reads the platform cluster's identity.
+func (o *commonOptions) installation(ctx context.Context, platform *rest.Config) (clusters.Installation, error) {
+	c, err := client.New(platform, client.Options{Scheme: clusters.Scheme})
+	if err != nil {
+		return clusters.Installation{}, fmt.Errorf("connecting to the platform cluster %s: %w", platform.Host, err)
+	}
+	uid, err := clusters.PlatformIdentity(ctx, c)
+	if err != nil {
+		return clusters.Installation{}, err
+	}
+	return clusters.Installation{Environment: o.claimEnvironment(), Provider: o.providerName, Platform: uid}, nil
+}
+
 // claimBeforeInstall checks the claim before init applies the onboarding CRDs, so that
-// another environment's CRD is never changed: it claims an unclaimed CRD and fails with
-// a *clusters.ClaimError when another environment holds it. A missing CRD (a new
-// onboarding cluster) is claimed after the install. It reports whether it claimed.
-func claimBeforeInstall(ctx context.Context, c client.Client, environment string) (bool, error) {
-	claimed, err := clusters.Claim(ctx, c, environment)
+// another installation's CRD is never changed: it claims an unclaimed CRD and fails
+// with a *clusters.ClaimError when another installation holds it. A missing CRD (a new
+// onboarding cluster) is claimed after the install.
+func claimBeforeInstall(ctx context.Context, c client.Client, self clusters.Installation) (clusters.Claimed, error) {
+	claimed, err := clusters.Claim(ctx, c, self)
 	if apierrors.IsNotFound(err) {
-		return false, nil
+		return clusters.ClaimHeld, nil
 	}
 	return claimed, err
 }
 
 // claimAfterInstall claims the freshly applied CRD (under optimistic locking, so that of
-// two environments installing at once only one wins) and says who serves the cluster.
-func claimAfterInstall(ctx context.Context, c client.Client, environment string, claimedBefore bool, stdout io.Writer) error {
-	claimed, err := clusters.Claim(ctx, c, environment)
+// two installations installing at once only one wins) and says who serves the cluster.
+func claimAfterInstall(ctx context.Context, c client.Client, self clusters.Installation, before clusters.Claimed, stdout io.Writer) error {
+	claimed, err := clusters.Claim(ctx, c, self)
 	if err != nil {
 		return err
 	}
-	state := "already claimed"
-	if claimed || claimedBefore {
-		state = "claimed now"
+	if before != clusters.ClaimHeld {
+		claimed = before
 	}
-	fmt.Fprintf(stdout, "%s cluster: served by environment %s (%s=%s on CRD %s, %s)\n",
-		clusters.Onboarding, environment, v1alpha1.AnnotationEnvironment, environment, clusters.KroCRD, state)
+	state := map[clusters.Claimed]string{
+		clusters.ClaimHeld:      "already claimed",
+		clusters.ClaimWritten:   "claimed now",
+		clusters.ClaimTakenOver: "taken over from an earlier version's claim of the environment",
+	}[claimed]
+	fmt.Fprintf(stdout, "%s cluster: served by installation %s (%s=%s on CRD %s, %s)\n",
+		clusters.Onboarding, self, v1alpha1.AnnotationEnvironment, self.Claim(), clusters.KroCRD, state)
 	return nil
 }
 
 // claimForRun claims the onboarding cluster before any controller acts: it refuses to
-// start beside another environment, and claims a CRD that no environment holds yet (one
-// installed by an earlier init or by kustomize).
-func claimForRun(ctx context.Context, onboarding *rest.Config, environment string, log logr.Logger) error {
+// start beside another installation, and claims a CRD that no installation holds yet
+// (one installed by an earlier init or by kustomize) or that an earlier version claimed
+// for the same environment.
+func claimForRun(ctx context.Context, onboarding *rest.Config, self clusters.Installation, log logr.Logger) error {
 	c, err := client.New(onboarding, client.Options{Scheme: clusters.Scheme})
 	if err != nil {
 		return fmt.Errorf("connecting to the onboarding cluster %s: %w", onboarding.Host, err)
 	}
-	claimed, err := clusters.Claim(ctx, c, environment)
+	claimed, err := clusters.Claim(ctx, c, self)
 	switch {
 	case apierrors.IsNotFound(err):
 		return fmt.Errorf("the Kro CRD %s is not installed on the onboarding cluster: run `service-provider-kro init` first", clusters.KroCRD)
 	case err != nil:
 		return fmt.Errorf("refusing to start: %w", err)
-	case claimed:
-		log.Info("claimed the onboarding cluster for this environment", "crd", clusters.KroCRD,
-			"annotation", v1alpha1.AnnotationEnvironment, "environment", environment)
+	case claimed == clusters.ClaimWritten:
+		log.Info("claimed the onboarding cluster for this installation", "crd", clusters.KroCRD,
+			"annotation", v1alpha1.AnnotationEnvironment, "claim", self.Claim())
+	case claimed == clusters.ClaimTakenOver:
+		log.Info("took over an earlier version's claim of the onboarding cluster for this environment; a provider of that version still running stops",
+			"crd", clusters.KroCRD, "annotation", v1alpha1.AnnotationEnvironment, "claim", self.Claim())
 	}
 	return nil
 }
 
 // addClaimWatch keeps checking the claim while the provider runs, on every replica:
-// when another environment takes it, lost stops the manager.
-func addClaimWatch(mgr manager.Manager, onboarding *rest.Config, environment string, log logr.Logger, lost func(*clusters.ClaimError)) error {
+// when another installation takes it, lost stops the manager.
+func addClaimWatch(mgr manager.Manager, onboarding *rest.Config, self clusters.Installation, log logr.Logger, lost func(*clusters.ClaimError)) error {
 	return mgr.Add(nonLeader(func(ctx context.Context) error {
-		return clusters.WatchClaim(ctx, onboarding, environment, log.WithName("claim"), lost)
+		return clusters.WatchClaim(ctx, onboarding, self, log.WithName("claim"), lost)
 	}))
 }

@@ -22,9 +22,21 @@ import (
 // releaseHint is the part of a refusal that says how to release a claim.
 const releaseHint = "release the claim with `kubectl annotate crd " + kroCRD + " " + v1alpha1.AnnotationEnvironment + "-`"
 
-// refusal is what the provider of environment env says when holder serves the cluster.
-func refusal(env, holder string) string {
-	return fmt.Sprintf("environment %q cannot serve this onboarding cluster: environment %q serves it", env, holder)
+// refusal is what the provider of installation self says when holder serves the cluster.
+func refusal(self, holder clusters.Installation) string {
+	return fmt.Sprintf("installation %s cannot serve this onboarding cluster: installation %s serves it", self, holder)
+}
+
+// earlierClaim is the claim of environment env as an earlier version wrote it.
+func earlierClaim(env string) clusters.Installation { return clusters.Installation{Environment: env} }
+
+// installationOn is the installation of environment env of the provider "kro" on the
+// platform cluster platform.
+func installationOn(g Gomega, platform client.Client, env string) clusters.Installation {
+	uid, err := clusters.PlatformIdentity(context.Background(), platform)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(uid).NotTo(BeEmpty())
+	return clusters.Installation{Environment: env, Provider: "kro", Platform: uid}
 }
 
 // kroCRDOf reads the Kro CRD of the onboarding cluster.
@@ -64,8 +76,9 @@ func TestInitClaimsTheOnboardingCluster(t *testing.T) {
 		err := dispatch(ctx, []string{"init", "--environment", env, "--onboarding-kubeconfig", obPath, "--platform-kubeconfig", pfPath}, &out, &errOut)
 		return out.String(), err
 	}
+	self := func(env string) clusters.Installation { return installationOn(NewWithT(t), cs[1].Client, env) }
 	served := func(env, state string) string {
-		return "onboarding cluster: served by environment " + env + " (" + v1alpha1.AnnotationEnvironment + "=" + env + " on CRD " + kroCRD + ", " + state + ")"
+		return "onboarding cluster: served by installation " + self(env).String() + " (" + v1alpha1.AnnotationEnvironment + "=" + self(env).Claim() + " on CRD " + kroCRD + ", " + state + ")"
 	}
 
 	t.Run("the first init claims the onboarding cluster", func(t *testing.T) {
@@ -73,7 +86,7 @@ func TestInitClaimsTheOnboardingCluster(t *testing.T) {
 		out, err := initAs("env-a")
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(out).To(ContainSubstring(served("env-a", "claimed now")))
-		g.Expect(kroCRDOf(g, onboarding).Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationEnvironment, "env-a"))
+		g.Expect(kroCRDOf(g, onboarding).Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationEnvironment, self("env-a").Claim()))
 	})
 
 	t.Run("init of the same environment again changes nothing", func(t *testing.T) {
@@ -96,17 +109,17 @@ func TestInitClaimsTheOnboardingCluster(t *testing.T) {
 		g := NewWithT(t)
 		_, err := clusters.InstallCRDs(ctx, onboarding, []*apiextensionsv1.CustomResourceDefinition{old})
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(kroCRDOf(g, onboarding).Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationEnvironment, "env-a"), "the CRD's server-side apply keeps the claim")
+		g.Expect(kroCRDOf(g, onboarding).Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationEnvironment, self("env-a").Claim()), "the CRD's server-side apply keeps the claim")
 		before := kroCRDOf(g, onboarding).ResourceVersion
 
 		out, err := initAs("env-b")
-		g.Expect(err).To(MatchError(ContainSubstring("init on the onboarding cluster: " + refusal("env-b", "env-a"))))
+		g.Expect(err).To(MatchError(ContainSubstring("init on the onboarding cluster: " + refusal(self("env-b"), self("env-a")))))
 		g.Expect(err).To(MatchError(ContainSubstring(releaseHint)))
 		g.Expect(out).To(BeEmpty(), "nothing was installed")
 		got := kroCRDOf(g, onboarding)
 		g.Expect(got.ResourceVersion).To(Equal(before), "env-b's init left env-a's CRD alone")
 		g.Expect(got.Spec.Versions[0].AdditionalPrinterColumns).To(HaveLen(1))
-		g.Expect(got.Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationEnvironment, "env-a"))
+		g.Expect(got.Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationEnvironment, self("env-a").Claim()))
 	})
 
 	t.Run("an upgrade by the holding environment keeps the claim", func(t *testing.T) {
@@ -117,7 +130,7 @@ func TestInitClaimsTheOnboardingCluster(t *testing.T) {
 		g.Expect(out).To(ContainSubstring(served("env-a", "already claimed")))
 		got := kroCRDOf(g, onboarding)
 		g.Expect(got.Spec.Versions[0].AdditionalPrinterColumns).To(Equal(embedded[0].Spec.Versions[0].AdditionalPrinterColumns))
-		g.Expect(got.Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationEnvironment, "env-a"))
+		g.Expect(got.Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationEnvironment, self("env-a").Claim()))
 	})
 
 	t.Run("a released claim goes to the next environment", func(t *testing.T) {
@@ -126,9 +139,9 @@ func TestInitClaimsTheOnboardingCluster(t *testing.T) {
 		out, err := initAs("env-b")
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(out).To(ContainSubstring(served("env-b", "claimed now")))
-		g.Expect(kroCRDOf(g, onboarding).Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationEnvironment, "env-b"))
+		g.Expect(kroCRDOf(g, onboarding).Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationEnvironment, self("env-b").Claim()))
 		_, err = initAs("env-a")
-		g.Expect(err).To(MatchError(ContainSubstring(refusal("env-a", "env-b"))))
+		g.Expect(err).To(MatchError(ContainSubstring(refusal(self("env-a"), self("env-b")))))
 	})
 
 	t.Run("of two environments claiming at once, one wins", func(t *testing.T) {
@@ -139,7 +152,7 @@ func TestInitClaimsTheOnboardingCluster(t *testing.T) {
 			results := make([]error, len(envs))
 			var wg sync.WaitGroup
 			for i, env := range envs {
-				wg.Go(func() { _, results[i] = clusters.Claim(ctx, onboarding, env) })
+				wg.Go(func() { _, results[i] = clusters.Claim(ctx, onboarding, self(env)) })
 			}
 			wg.Wait()
 			var winners []string
@@ -153,15 +166,16 @@ func TestInitClaimsTheOnboardingCluster(t *testing.T) {
 				}
 			}
 			g.Expect(winners).To(HaveLen(1), "round %d: exactly one environment believes it holds the claim", round)
-			g.Expect(kroCRDOf(g, onboarding).Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationEnvironment, winners[0]), "round %d", round)
+			g.Expect(kroCRDOf(g, onboarding).Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationEnvironment, self(winners[0]).Claim()), "round %d", round)
 		}
 	})
 }
 
 // TestRunAndTheClaim: run claims an unclaimed onboarding cluster (CRDs installed
 // without init's claim, here as config/onboarding does), claims it again when the claim
-// is removed while it runs, stops with an error naming both environments when another
-// environment takes it, and refuses to start beside another environment. The runs that
+// is removed while it runs, stops with an error naming both installations when another
+// environment takes it, refuses to start beside another environment, and takes over the
+// claim an earlier version wrote for its own environment. The runs that
 // get as far as the controllers are child processes, as in the other tests: a process
 // can register a controller's name once only.
 func TestRunAndTheClaim(t *testing.T) {
@@ -189,23 +203,24 @@ func TestRunAndTheClaim(t *testing.T) {
 		return logs, stop, done
 	}
 	holder := func(g Gomega) string { return kroCRDOf(g, onboarding).Annotations[v1alpha1.AnnotationEnvironment] }
+	self := func(env string) clusters.Installation { return installationOn(NewWithT(t), cs[1].Client, env) }
 
 	t.Run("run claims the cluster, keeps the claim and stops when another environment takes it", func(t *testing.T) {
 		g := NewWithT(t)
 		g.Expect(holder(g)).To(BeEmpty(), "the CRD starts unclaimed")
 		logs, _, done := start(t) // no --environment: the claim is "standalone"
 		g.Eventually(logs.String, rbacTimeout, rbacInterval).Should(ContainSubstring("starting service-provider-kro"))
-		g.Expect(holder(g)).To(Equal(standaloneEnvironment), "claimed before the controllers start")
+		g.Expect(holder(g)).To(Equal(self(standaloneEnvironment).Claim()), "claimed before the controllers start")
 
 		setClaim(g, onboarding, "")
-		g.Eventually(holder, rbacTimeout, rbacInterval).Should(Equal(standaloneEnvironment), "a removed claim is written again while the provider serves the cluster")
+		g.Eventually(holder, rbacTimeout, rbacInterval).Should(Equal(self(standaloneEnvironment).Claim()), "a removed claim is written again while the provider serves the cluster")
 		g.Consistently(done, 2*time.Second).ShouldNot(Receive(), "the provider keeps running")
 
-		setClaim(g, onboarding, "env-b")
+		setClaim(g, onboarding, "env-b") // as an earlier version of env-b writes it
 		var err error
 		g.Eventually(done, rbacTimeout).Should(Receive(&err), "the provider stops when another environment takes the claim")
 		g.Expect(err).To(MatchError(ContainSubstring("exit status 1")))
-		g.Expect(logs.String()).To(ContainSubstring("error: stopped: " + refusal(standaloneEnvironment, "env-b")))
+		g.Expect(logs.String()).To(ContainSubstring("error: stopped: " + refusal(self(standaloneEnvironment), earlierClaim("env-b"))))
 		g.Expect(logs.String()).To(ContainSubstring(releaseHint))
 		g.Expect(holder(g)).To(Equal("env-b"), "the stopping provider leaves the other environment's claim alone")
 	})
@@ -217,22 +232,24 @@ func TestRunAndTheClaim(t *testing.T) {
 		var logs bytes.Buffer
 		// In this process: the refusal comes before any controller is set up.
 		err := dispatch(ctx, args("env-c"), &bytes.Buffer{}, &logs)
-		g.Expect(err).To(MatchError(ContainSubstring("refusing to start: " + refusal("env-c", "env-b"))))
+		g.Expect(err).To(MatchError(ContainSubstring("refusing to start: " + refusal(self("env-c"), earlierClaim("env-b")))))
 		g.Expect(err).To(MatchError(ContainSubstring(releaseHint)))
 		g.Expect(ctx.Err()).NotTo(HaveOccurred(), "refused at once, not run until the deadline")
 		g.Expect(logs.String()).NotTo(ContainSubstring("starting service-provider-kro"), "no controller was started")
 		g.Expect(holder(g)).To(Equal("env-b"))
 	})
 
-	t.Run("run of the holding environment starts", func(t *testing.T) {
+	t.Run("run of the environment an earlier version claimed takes the claim over and starts", func(t *testing.T) {
 		g := NewWithT(t)
 		logs, stop, done := start(t, "env-b")
 		g.Eventually(logs.String, rbacTimeout, rbacInterval).Should(ContainSubstring("starting service-provider-kro"))
+		g.Expect(logs.String()).To(ContainSubstring("took over an earlier version's claim of the onboarding cluster for this environment"))
+		g.Expect(holder(g)).To(Equal(self("env-b").Claim()), "the claim names the installation now")
 		g.Consistently(done, 2*time.Second).ShouldNot(Receive())
 		stop()
 		var err error
 		g.Eventually(done, rbacTimeout).Should(Receive(&err))
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(holder(g)).To(Equal("env-b"))
+		g.Expect(holder(g)).To(Equal(self("env-b").Claim()))
 	})
 }

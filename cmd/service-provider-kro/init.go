@@ -21,12 +21,12 @@ import (
 	"github.com/openmcp-project/service-provider-kro/config/rbac"
 )
 
-// runInit claims the onboarding cluster for the provider's environment (see claim.go),
+// runInit claims the onboarding cluster for the provider's installation (see claim.go),
 // installs the onboarding CRDs on the onboarding cluster and the platform CRDs on
 // the platform cluster, then registers the Kro kind on the provider's ServiceProvider
 // where there is one (under openmcp), so that openmcp deletes a ControlPlane's Kro
 // before the ControlPlane. It is idempotent and fails on the first error, and before
-// changing anything when another environment serves the onboarding cluster.
+// changing anything when another installation serves the onboarding cluster.
 func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parseInit(args, stderr)
 	if err != nil {
@@ -48,6 +48,10 @@ func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := reachable(platform); err != nil {
 		return fmt.Errorf("init on the platform cluster: %w", err)
 	}
+	self, err := o.installation(ctx, platform)
+	if err != nil {
+		return fmt.Errorf("init on the platform cluster: %w", err)
+	}
 	onboarding, _, err := o.onboardingConfig(ctx, platform, clusters.OnboardingInitRequest, rbac.InitRules(), log)
 	if err != nil {
 		return fmt.Errorf("init on the onboarding cluster: %w", err)
@@ -56,7 +60,7 @@ func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		kind string
 		cfg  *rest.Config
 	}{{clusters.Onboarding, onboarding}, {clusters.Platform, platform}} {
-		if err := installFor(ctx, target.kind, target.cfg, o.claimEnvironment(), stdout); err != nil {
+		if err := installFor(ctx, target.kind, target.cfg, self, stdout); err != nil {
 			return fmt.Errorf("init on the %s cluster: %w", target.kind, err)
 		}
 	}
@@ -84,8 +88,8 @@ func reachable(cfg *rest.Config) error {
 }
 
 // installFor applies the CRDs of the cluster kind. On the onboarding cluster it claims
-// the cluster for environment before and after the install.
-func installFor(ctx context.Context, kind string, cfg *rest.Config, environment string, stdout io.Writer) error {
+// the cluster for the installation self before and after the install.
+func installFor(ctx context.Context, kind string, cfg *rest.Config, self clusters.Installation, stdout io.Writer) error {
 	if err := reachable(cfg); err != nil {
 		return err
 	}
@@ -98,9 +102,9 @@ func installFor(ctx context.Context, kind string, cfg *rest.Config, environment 
 		return err
 	}
 	claim := kind == clusters.Onboarding
-	claimedBefore := false
+	claimedBefore := clusters.ClaimHeld
 	if claim {
-		if claimedBefore, err = claimBeforeInstall(ctx, c, environment); err != nil {
+		if claimedBefore, err = claimBeforeInstall(ctx, c, self); err != nil {
 			return err
 		}
 	}
@@ -118,7 +122,7 @@ func installFor(ctx context.Context, kind string, cfg *rest.Config, environment 
 	}
 	fmt.Fprintf(stdout, "%s cluster: CRDs %s (%s)\n", kind, strings.Join(names, ", "), state)
 	if claim {
-		return claimAfterInstall(ctx, c, environment, claimedBefore, stdout)
+		return claimAfterInstall(ctx, c, self, claimedBefore, stdout)
 	}
 	return nil
 }

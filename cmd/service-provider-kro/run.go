@@ -174,7 +174,11 @@ func runManager(ctx context.Context, args []string, stderr io.Writer) error {
 	for _, cfg := range []*rest.Config{onboarding, platform} {
 		cfg.QPS, cfg.Burst = float32(o.qps), o.burst
 	}
-	if err := claimForRun(ctx, onboarding, o.claimEnvironment(), log); err != nil {
+	self, err := o.installation(ctx, platform)
+	if err != nil {
+		return err
+	}
+	if err := claimForRun(ctx, onboarding, self, log); err != nil {
 		return err
 	}
 
@@ -230,7 +234,7 @@ func runManager(ctx context.Context, args []string, stderr io.Writer) error {
 			return err
 		}
 	}
-	if err := addClaimWatch(mgr, onboarding, o.claimEnvironment(), log, func(lost *clusters.ClaimError) {
+	if err := addClaimWatch(mgr, onboarding, self, log, func(lost *clusters.ClaimError) {
 		cancel(lost)
 	}); err != nil {
 		return err
