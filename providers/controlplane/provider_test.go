@@ -311,7 +311,10 @@ func TestKubeconfigRotationWithRevokedToken(t *testing.T) {
 		}).Should(BeTrue())
 		old, _ = provider.Get(ctx, name)
 	}
-	// Still engaged with the newest credentials after several probes.
+	// Engaged with the newest credentials (the new cluster is handed out while its cache
+	// starts, so Connecting may come first on a loaded machine), and still engaged after
+	// several probes.
+	eventually(g, func() controlplane.Phase { return provider.State(name).Phase }).Should(Equal(controlplane.Engaged))
 	g.Consistently(func() controlplane.Phase { return provider.State(name).Phase }).WithTimeout(time.Second).Should(Equal(controlplane.Engaged))
 	before := seen.count(key)
 	g.Expect(cpA.Client.Create(ctx, ownSecret("after-rotation", true))).To(Succeed())
