@@ -34,6 +34,10 @@ func (r *KroReconciler) reconcileDelete(ctx context.Context, s *scope) (result, 
 	}
 	hr, err := r.ownRelease(ctx, s)
 	if err == nil {
+		// What the HelmRelease installs is what the clean-up after it removes.
+		err = r.recordReleasePlacement(ctx, s, hr)
+	}
+	if err == nil {
 		hr, err = r.earlierReleaseForDeletion(ctx, s, hr)
 	}
 	switch {
