@@ -231,8 +231,12 @@ func (r *KroReconciler) reconcileKroCredential(ctx context.Context, s *scope) (r
 	if lifetime <= 0 {
 		lifetime = DefaultKroTokenLifetime
 	}
-	wait, rotated, err := ensureKroCredential(ctx, s.access.Client, s.access.Cluster.GetConfig(), s.workload.Cluster.GetClient(),
+	workload := liveOnMiss{Client: s.workload.Cluster.GetClient(), live: s.workload.Cluster.GetAPIReader()}
+	wait, rotated, err := ensureKroCredential(ctx, s.access.Client, s.access.Cluster.GetConfig(), workload,
 		s.kro, r.ProviderName, s.workload.Namespace, lifetime, time.Now())
+	if reportCredentialConflict(s, err) {
+		return waiting, nil
+	}
 	if err != nil {
 		return proceed, fmt.Errorf("preparing kro's credential for the ControlPlane: %w", err)
 	}
