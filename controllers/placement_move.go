@@ -54,6 +54,7 @@ func (r *KroReconciler) movePlacement(ctx context.Context, s *scope) (result, er
 	case !r.madeFor(s.kro, hr):
 		return proceed, nil // reported as a conflict by the HelmRelease step
 	}
+	s.placedRelease = hr
 	from, to := releasePlacement(hr), v1alpha1.PlacementOf(s.version)
 	if err := r.recordReleasePlacement(ctx, s, hr); err != nil {
 		return proceed, err

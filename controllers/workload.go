@@ -208,6 +208,9 @@ func (r *KroReconciler) observeWorkloadCluster(ctx context.Context, s *scope) (r
 	if err != nil {
 		return proceed, err
 	}
+	if res, err := r.switchWorkloadCluster(ctx, s, w); res != proceed || err != nil {
+		return res, err
+	}
 	s.workload, s.site = w, workloadSite(w)
 	s.obs.set(v1alpha1.ConditionWorkloadClusterReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, fmt.Sprintf(
 		"kro runs in namespace %s on the workload cluster of secret %s/%s%s", w.Namespace, s.tenantNamespace, w.Kubeconfig.Name, grantedBy(w)))
