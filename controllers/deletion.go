@@ -54,6 +54,9 @@ func (r *KroReconciler) reconcileDelete(ctx context.Context, s *scope) (result, 
 	if res, err := r.guardDeletion(ctx, s, hr); res != proceed || err != nil {
 		return res, err
 	}
+	if res, err := r.leaveSwitchedWorkloadCluster(ctx, s, hr); res != proceed || err != nil {
+		return res, err
+	}
 	return waiting, r.deleteRelease(ctx, s, hr)
 }
 

@@ -152,3 +152,35 @@ func TestWorkloadClusterSwitchCleansUpTheFirst(t *testing.T) {
 	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "kro's credential on the second workload cluster: %v", err)
 	g.Expect(apierrors.IsNotFound(controlPlane.Client.Get(ctx, kroServiceAccount, &corev1.ServiceAccount{}))).To(BeTrue())
 }
+
+// TestDeletionReachesTheWorkloadClusterKroRunsOn: a Kro whose reconciles stop before the
+// switch (its new version's pull secret is missing) while another workload cluster comes
+// first is deleted: kro's credential and namespace go from the cluster kro runs on, not
+// only from the chosen one, and its token is revoked.
+func TestDeletionReachesTheWorkloadClusterKroRunsOn(t *testing.T) {
+	g := withClusters(t)
+	ctx := context.Background()
+	ns := newNamespace(t, g)
+	w := readyWorkloadKro(t, g, ns, "cp-switch-del")
+	k := w.kro
+	tenant := tenantNamespace(g, k)
+	missing := uniq("missing-pull")
+	stuck := w.version
+	stuck.Version, stuck.ChartPullSecret = uniq("wl-stuck"), missing
+	offerVersion(g, stuck)
+	switchVersion(g, k, stuck.Version)
+	eventuallyCondition(g, k, v1alpha1.ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonPullSecretMissing, missing)
+
+	second := startControlPlane(t, g, "workload-3", false)
+	g.Expect(platform.Client.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "a-workload", Namespace: tenant, Labels: map[string]string{v1alpha1.LabelWorkloadClusterKubeconfig: "true"}},
+		Data:       map[string][]byte{KubeconfigKey: second.Kubeconfig},
+	})).To(Succeed())
+	g.Consistently(func(g Gomega) {
+		g.Expect(getHelmRelease(g, k).Spec.KubeConfig.SecretRef.Name).To(Equal("workload-access"))
+	}, time.Second, 200*time.Millisecond).Should(Succeed())
+
+	deleteKro(g, k)
+	eventuallyGone(g, onboarding.Client, k)
+	w.expectWorkloadSideGone(g)
+}

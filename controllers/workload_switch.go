@@ -116,3 +116,34 @@ func (r *KroReconciler) suspendRelease(ctx context.Context, hr *helmv2.HelmRelea
 	}
 	return nil
 }
+
+// leaveSwitchedWorkloadCluster, in a deletion, removes kro's credential and the tenant's
+// namespace from the workload cluster the HelmRelease installs kro on when another
+// cluster is chosen meanwhile (a reconcile that stopped early never switched): the
+// clean-up after the uninstall reaches only the chosen one.
+func (r *KroReconciler) leaveSwitchedWorkloadCluster(ctx context.Context, s *scope, hr *helmv2.HelmRelease) (result, error) {
+	if r.AccessMode == AccessOpenMCP || releasePlacement(hr) != v1alpha1.PlacementWorkloadCluster ||
+		hr.Spec.KubeConfig == nil || hr.Spec.KubeConfig.SecretRef == nil {
+		return proceed, nil
+	}
+	w, err := r.ControlPlanes.WorkloadCluster(ctx, s.kro, false)
+	if na, ok := asNotAvailable(err); ok {
+		if na.Connecting {
+			return undecided, nil
+		}
+		return proceed, nil // no other cluster to tell apart
+	}
+	if err != nil {
+		return proceed, err
+	}
+	if w.Kubeconfig.Name == hr.Spec.KubeConfig.SecretRef.Name {
+		return proceed, nil
+	}
+	if _, err := r.leaveOldWorkloadCluster(ctx, s, hr, w.Namespace); err != nil {
+		s.obs.blocked(v1alpha1.ReasonUninstallStuck, fmt.Sprintf(
+			"kro runs on the workload cluster of secret %s/%s, no longer the chosen one, and cannot be removed from it yet: %s; this goes on when that cluster answers, or when the secret is removed",
+			s.tenantNamespace, hr.Spec.KubeConfig.SecretRef.Name, summarize(err)))
+		return waiting, nil
+	}
+	return proceed, nil
+}
