@@ -36,6 +36,10 @@ func (r *KroReconciler) reconcileDelete(ctx context.Context, s *scope) (result, 
 	}
 	hr, err := r.ownRelease(ctx, s)
 	if err == nil {
+		// What the HelmRelease installs is what the clean-up after it removes.
+		err = r.recordReleasePlacement(ctx, s, hr)
+	}
+	if err == nil {
 		hr, err = r.earlierReleaseForDeletion(ctx, s, hr)
 	}
 	switch {
@@ -50,6 +54,9 @@ func (r *KroReconciler) reconcileDelete(ctx context.Context, s *scope) (result, 
 	// deletion brings the Kro back; instances and the grace period are rechecked
 	// (s.requeue). The poll is only the safety net.
 	if res, err := r.guardDeletion(ctx, s, hr); res != proceed || err != nil {
+		return res, err
+	}
+	if res, err := r.leaveSwitchedWorkloadCluster(ctx, s, hr); res != proceed || err != nil {
 		return res, err
 	}
 	return waiting, r.deleteRelease(ctx, s, hr)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/openmcp-project/openmcp-operator/api/constants"
 	corev1 "k8s.io/api/core/v1"
@@ -112,6 +113,8 @@ type scope struct {
 	access       *ControlPlaneAccess
 	// workload is the workload cluster, for a version placed on one (workload.go).
 	workload *WorkloadClusterAccess
+	// placedRelease is the Kro's own HelmRelease as the move step found it (nil: none).
+	placedRelease *helmv2.HelmRelease
 	// site is where kro runs: the ControlPlane's kro-system, or the tenant's namespace on
 	// the workload cluster; set once both are reached.
 	site kroSite

@@ -244,10 +244,43 @@ func currentKroCredential(ctx context.Context, workload client.Reader, kro *v1al
 	}
 	want := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Labels: ownerLabels(kro, provider, v1alpha1.RoleKroCredential)}}
 	if !ownedAs(secret, want) {
-		return nil, fmt.Errorf("secret %s/%s on the workload cluster was not created by the provider for Kro %s/%s (it lacks the labels %s=%s and %s=%s), so the provider does not overwrite it",
-			namespace, KroCredentialSecretName, kro.Namespace, kro.Name, v1alpha1.LabelManagedBy, v1alpha1.ManagedByValue, v1alpha1.LabelRole, v1alpha1.RoleKroCredential)
+		return nil, &credentialConflictError{msg: ownershipConflictMessage(kro, "secret", "the workload cluster", secret,
+			"kro's credential for the ControlPlane goes under that name; delete that secret or move it elsewhere, and the provider writes kro's credential there")}
 	}
 	return secret, nil
+}
+
+// credentialConflictError: a secret of the credential's name on the workload cluster is
+// someone else's. Its message names the secret and what to do.
+type credentialConflictError struct{ msg string }
+
+func (e *credentialConflictError) Error() string { return e.msg }
+
+// reportCredentialConflict reports a credentialConflictError as an ownership conflict of
+// WorkloadClusterReady (a Warning event on the transition) and tells whether err is one.
+func reportCredentialConflict(s *scope, err error) bool {
+	var conflict *credentialConflictError
+	if !errors.As(err, &conflict) {
+		return false
+	}
+	s.obs.ownershipConflict(v1alpha1.ConditionWorkloadClusterReady, conflict.msg)
+	return true
+}
+
+// liveOnMiss reads through its client and, for an object that is not there, asks live:
+// the workload cluster's cache holds only the provider's labelled secrets, so a secret
+// of the credential's name that someone else made is seen, not overwritten.
+type liveOnMiss struct {
+	client.Client
+	live client.Reader
+}
+
+func (c liveOnMiss) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	err := c.Client.Get(ctx, key, obj, opts...)
+	if apierrors.IsNotFound(err) {
+		return c.live.Get(ctx, key, obj, opts...)
+	}
+	return err
 }
 
 // newKroCredentialSecret is kro's credential secret with exactly the fields the provider

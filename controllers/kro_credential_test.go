@@ -268,7 +268,7 @@ func TestKroCredential(t *testing.T) {
 		foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: KroCredentialSecretName}, StringData: map[string]string{"x": "y"}}
 		g.Expect(workload.Client.Create(ctx, foreign)).To(Succeed())
 		_, _, err := ensureKroCredential(ctx, cp.Client, cp.Config, workload.Client, kro, providerName, other, lifetime, time.Now())
-		g.Expect(err).To(MatchError(ContainSubstring("does not overwrite it")))
+		g.Expect(err).To(MatchError(ContainSubstring("neither overwrites nor deletes it")))
 		g.Expect(getCredential(g, workload.Client, other).ResourceVersion).To(Equal(foreign.ResourceVersion))
 	})
 

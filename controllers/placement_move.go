@@ -29,8 +29,10 @@ import (
 //     the ControlPlane: the image pull secret copies in kro-system), and the usual steps
 //     install kro on the new side.
 //
-// status.placement says where kro is: the old side until the second half is done. A
-// revert during the first half installs kro where it was, once the uninstall is done.
+// status.placement records where kro is (placement_record.go): the old side until the
+// second half is done, whatever a reconcile that stops before the move reads of the
+// version. A revert during the first half installs kro where it was, once the uninstall
+// is done.
 
 // releasePlacement is where a HelmRelease of the provider installs kro: kro-system on
 // the ControlPlane as release "kro", or a tenant's namespace on a workload cluster.
@@ -52,7 +54,11 @@ func (r *KroReconciler) movePlacement(ctx context.Context, s *scope) (result, er
 	case !r.madeFor(s.kro, hr):
 		return proceed, nil // reported as a conflict by the HelmRelease step
 	}
+	s.placedRelease = hr
 	from, to := releasePlacement(hr), v1alpha1.PlacementOf(s.version)
+	if err := r.recordReleasePlacement(ctx, s, hr); err != nil {
+		return proceed, err
+	}
 	if from == to {
 		return proceed, nil
 	}
@@ -80,9 +86,20 @@ func fluxUninstallNote(hr *helmv2.HelmRelease) string {
 }
 
 // leaveOldPlacement removes what the provider made for kro on the side it left, once no
-// HelmRelease is left; status.placement names that side until then.
+// HelmRelease is left; status.placement, the record of that side (placement_record.go),
+// names it until then, and the version's placement from then on.
 func (r *KroReconciler) leaveOldPlacement(ctx context.Context, s *scope) (result, error) {
 	from, to := s.kro.Status.Placement, v1alpha1.PlacementOf(s.version)
+	res, err := r.leavePlacement(ctx, s, from, to)
+	if res != proceed || err != nil {
+		return res, err
+	}
+	return proceed, r.recordPlacement(ctx, s, to)
+}
+
+// leavePlacement removes what the provider made for kro on the side from, when kro is
+// to be placed on another side.
+func (r *KroReconciler) leavePlacement(ctx context.Context, s *scope, from, to v1alpha1.Placement) (result, error) {
 	if from == "" || from == to {
 		return proceed, nil
 	}

@@ -46,7 +46,9 @@ type observation struct {
 	// rolloutHealth is kro's health on the ControlPlane, read while a rollout updates the
 	// Kro (rollout_health.go); nil otherwise.
 	rolloutHealth *v1alpha1.RolloutHealth
-	// placement is where the version places kro, once it is resolved ("" before).
+	// placement is where the version places kro, once it is resolved ("" before), or the
+	// side kro is leaving during a move: it chooses the conditions reported. The status
+	// field of that name is a record of its own (placement_record.go).
 	placement v1alpha1.Placement
 	// revision is the ControllerRevision of the artifacts this reconcile installs with;
 	// it becomes status.revision once the Kro is Ready with it.
@@ -134,10 +136,6 @@ func computeStatus(old v1alpha1.KroStatus, generation int64, obs observation, no
 	if phase == v1alpha1.PhaseReady && obs.revision != "" {
 		revision = obs.revision
 	}
-	placement := old.Placement
-	if obs.placement != "" {
-		placement = obs.placement
-	}
 	missingSince := old.AccessMissingSince
 	if obs.accessChecked {
 		missingSince = obs.accessMissingSince
@@ -149,7 +147,7 @@ func computeStatus(old v1alpha1.KroStatus, generation int64, obs observation, no
 			Conditions:         conds,
 		},
 		ChartVersion:             chartVersion,
-		Placement:                placement,
+		Placement:                old.Placement, // a record written ahead (placement_record.go)
 		ManagedResources:         obs.managed,
 		ResourceGraphDefinitions: reportedRGDs(old.ResourceGraphDefinitions, obs, now),
 		AccessMissingSince:       missingSince,

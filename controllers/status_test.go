@@ -221,7 +221,8 @@ func TestReleaseFailReason(t *testing.T) {
 
 // TestWorkloadClusterReadyOnlyForItsPlacement: a Kro placed on a workload cluster reports
 // WorkloadClusterReady (not checked when an earlier step stopped), one on its ControlPlane
-// never does; status.placement follows the version.
+// never does; status.placement is the record of where kro was placed, which the version
+// never changes by itself (placement_record.go).
 func TestWorkloadClusterReadyOnlyForItsPlacement(t *testing.T) {
 	g := NewWithT(t)
 	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
@@ -229,18 +230,19 @@ func TestWorkloadClusterReadyOnlyForItsPlacement(t *testing.T) {
 	obs.versionResolved(&v1alpha1.KroVersion{Version: "v1", ChartVersion: "0.9.4", Placement: v1alpha1.PlacementWorkloadCluster})
 	obs.set(v1alpha1.ConditionControlPlaneAccessReady, metav1.ConditionFalse, v1alpha1.ReasonControlPlaneUnreachable, "down")
 	st := computeStatus(v1alpha1.KroStatus{}, 1, obs, t0)
-	g.Expect(st.Placement).To(Equal(v1alpha1.PlacementWorkloadCluster))
+	g.Expect(st.Placement).To(BeEmpty(), "nothing was placed yet")
 	wc := findCondition(st.Conditions, v1alpha1.ConditionWorkloadClusterReady)
 	g.Expect(wc).NotTo(BeNil())
 	g.Expect(wc.Reason).To(Equal(v1alpha1.ReasonNotChecked))
 
+	st.Placement = v1alpha1.PlacementWorkloadCluster // recorded
 	obs = observation{}
 	obs.versionResolved(&v1alpha1.KroVersion{Version: "v1", ChartVersion: "0.9.4"})
 	st = computeStatus(st, 2, obs, t0)
-	g.Expect(st.Placement).To(Equal(v1alpha1.PlacementControlPlane))
+	g.Expect(st.Placement).To(Equal(v1alpha1.PlacementWorkloadCluster), "the version's new placement is no record of where kro is")
 	g.Expect(findCondition(st.Conditions, v1alpha1.ConditionWorkloadClusterReady)).To(BeNil())
 
 	obs = observation{} // the version not resolved: the placement stays as it was
 	st = computeStatus(st, 3, obs, t0)
-	g.Expect(st.Placement).To(Equal(v1alpha1.PlacementControlPlane))
+	g.Expect(st.Placement).To(Equal(v1alpha1.PlacementWorkloadCluster))
 }

@@ -208,6 +208,9 @@ func (r *KroReconciler) observeWorkloadCluster(ctx context.Context, s *scope) (r
 	if err != nil {
 		return proceed, err
 	}
+	if res, err := r.switchWorkloadCluster(ctx, s, w); res != proceed || err != nil {
+		return res, err
+	}
 	s.workload, s.site = w, workloadSite(w)
 	s.obs.set(v1alpha1.ConditionWorkloadClusterReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, fmt.Sprintf(
 		"kro runs in namespace %s on the workload cluster of secret %s/%s%s", w.Namespace, s.tenantNamespace, w.Kubeconfig.Name, grantedBy(w)))
@@ -231,8 +234,12 @@ func (r *KroReconciler) reconcileKroCredential(ctx context.Context, s *scope) (r
 	if lifetime <= 0 {
 		lifetime = DefaultKroTokenLifetime
 	}
-	wait, rotated, err := ensureKroCredential(ctx, s.access.Client, s.access.Cluster.GetConfig(), s.workload.Cluster.GetClient(),
+	workload := liveOnMiss{Client: s.workload.Cluster.GetClient(), live: s.workload.Cluster.GetAPIReader()}
+	wait, rotated, err := ensureKroCredential(ctx, s.access.Client, s.access.Cluster.GetConfig(), workload,
 		s.kro, r.ProviderName, s.workload.Namespace, lifetime, time.Now())
+	if reportCredentialConflict(s, err) {
+		return waiting, nil
+	}
 	if err != nil {
 		return proceed, fmt.Errorf("preparing kro's credential for the ControlPlane: %w", err)
 	}

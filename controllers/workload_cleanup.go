@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -71,19 +72,30 @@ func (r *KroReconciler) removeWorkloadNamespaceIfReachable(ctx context.Context, 
 	return proceed, r.removeWorkloadNamespace(ctx, s, w)
 }
 
-// removeWorkloadNamespace deletes the tenant's namespace on the workload cluster when
-// the provider made it for this Kro.
+// removeWorkloadNamespace deletes kro's credential and then the tenant's namespace on the
+// workload cluster when the provider made it for this Kro. The credential goes first and
+// by itself, so that its token is not left readable in a namespace whose deletion waits
+// (for a finalizer, or with openmcp's grant of it).
 func (r *KroReconciler) removeWorkloadNamespace(ctx context.Context, s *scope, w *WorkloadClusterAccess) error {
+	if err := deleteKroCredential(ctx, w.Cluster.GetAPIReader(), w.Cluster.GetClient(), s.kro, r.ProviderName, w.Namespace); err != nil {
+		return err
+	}
+	return removeNamespaceOn(ctx, w.Cluster.GetAPIReader(), w.Cluster.GetClient(), s.kro, r.ProviderName, w.Namespace)
+}
+
+// removeNamespaceOn deletes the tenant's namespace on a workload cluster when the
+// provider made it for this Kro.
+func removeNamespaceOn(ctx context.Context, reader client.Reader, c client.Client, kro *v1alpha1.Kro, provider, name string) error {
 	ns := &corev1.Namespace{}
-	if err := w.Cluster.GetAPIReader().Get(ctx, client.ObjectKey{Name: w.Namespace}, ns); err != nil {
+	if err := reader.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if !ns.DeletionTimestamp.IsZero() || !ownedAs(ns, &corev1.Namespace{ObjectMeta: newTenantNamespace(s.kro, r.ProviderName, w.Namespace).ObjectMeta}) {
+	if !ns.DeletionTimestamp.IsZero() || !ownedAs(ns, &corev1.Namespace{ObjectMeta: newTenantNamespace(kro, provider, name).ObjectMeta}) {
 		return nil
 	}
-	err := w.Cluster.GetClient().Delete(ctx, ns, client.Preconditions{UID: &ns.UID})
+	err := c.Delete(ctx, ns, client.Preconditions{UID: &ns.UID})
 	if client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("deleting namespace %s on the workload cluster: %w", w.Namespace, err)
+		return fmt.Errorf("deleting namespace %s on the workload cluster: %w", name, err)
 	}
 	return nil
 }
@@ -110,5 +122,21 @@ func (r *KroReconciler) removeKroOnControlPlane(ctx context.Context, s *scope, a
 		}
 	}
 	r.applied.forget(client.ObjectKeyFromObject(s.kro))
+	return nil
+}
+
+// deleteKroCredential deletes kro's credential secret in namespace on the workload
+// cluster, when the provider made it for this Kro.
+func deleteKroCredential(ctx context.Context, reader client.Reader, c client.Client, kro *v1alpha1.Kro, provider, namespace string) error {
+	secret := &corev1.Secret{}
+	if err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: KroCredentialSecretName}, secret); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if !secret.DeletionTimestamp.IsZero() || !ownedAs(secret, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Labels: ownerLabels(kro, provider, v1alpha1.RoleKroCredential)}}) {
+		return nil
+	}
+	if err := c.Delete(ctx, secret, client.Preconditions{UID: &secret.UID}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+		return fmt.Errorf("deleting secret %s/%s on the workload cluster: %w", namespace, KroCredentialSecretName, err)
+	}
 	return nil
 }

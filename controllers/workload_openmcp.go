@@ -240,7 +240,11 @@ func (r *KroReconciler) withdrawKroAccess(ctx context.Context, s *scope) error {
 // access cache's watch of secrets' metadata reports.
 func (r *KroReconciler) copyKroGrant(ctx context.Context, s *scope, access KroAccess) (result, error) {
 	key := client.ObjectKeyFromObject(s.kro)
-	current, err := currentKroCredential(ctx, s.workload.Cluster.GetClient(), s.kro, r.ProviderName, s.workload.Namespace)
+	workload := liveOnMiss{Client: s.workload.Cluster.GetClient(), live: s.workload.Cluster.GetAPIReader()}
+	current, err := currentKroCredential(ctx, workload, s.kro, r.ProviderName, s.workload.Namespace)
+	if reportCredentialConflict(s, err) {
+		return waiting, nil
+	}
 	if err != nil {
 		return proceed, err
 	}

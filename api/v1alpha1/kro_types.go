@@ -90,8 +90,11 @@ type KroStatus struct {
 	// +kubebuilder:validation:MaxLength=128
 	ChartVersion string `json:"chartVersion,omitempty"`
 
-	// Placement is where kro's controller runs for this Kro: ControlPlane or
-	// WorkloadCluster, from its version in the ProviderConfig.
+	// Placement records where the provider placed kro for this Kro: ControlPlane or
+	// WorkloadCluster. While the Kro's HelmRelease exists, it is where that HelmRelease
+	// installs kro; otherwise the side last recorded until the provider has removed what
+	// it made there, and only then the placement of the Kro's version. A move and a
+	// deletion clean up the side it names.
 	// +optional
 	Placement Placement `json:"placement,omitempty"`
 

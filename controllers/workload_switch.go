@@ -1,0 +1,149 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/clusters"
+)
+
+// A switch of the workload cluster (standalone): the labelled kubeconfig secret chosen
+// for the workload cluster (the first by name) is another than the one the Kro's
+// HelmRelease installs kro with, because a secret was added, renamed or removed. Flux
+// would install kro on the new cluster and leave it running on the old one, both
+// reconciling the ControlPlane. The HelmRelease still names the old cluster's secret,
+// so it is the record of where kro runs: through that secret the provider removes the
+// tenant's namespace there (kro with it: on a workload cluster the release holds only
+// objects of that namespace, and its storage) and kro's credential, deletes kro's
+// ServiceAccount on the ControlPlane (which revokes the old token) and then the
+// HelmRelease; the usual steps install kro on the new cluster once it is gone. An old
+// cluster whose secret is gone cannot be reached: the HelmRelease is then suspended
+// before it is deleted, so that Flux drops it without an uninstall it could not do, and
+// the event says what is left there.
+
+// oldClusterTimeout bounds each request to the workload cluster being left.
+const oldClusterTimeout = 10 * time.Second
+
+// switchWorkloadCluster leaves the workload cluster kro runs on when another one is
+// chosen (w); proceed when there is no such switch.
+func (r *KroReconciler) switchWorkloadCluster(ctx context.Context, s *scope, w *WorkloadClusterAccess) (result, error) {
+	hr := s.placedRelease
+	if r.AccessMode == AccessOpenMCP || hr == nil || releasePlacement(hr) != v1alpha1.PlacementWorkloadCluster ||
+		hr.Spec.KubeConfig == nil || hr.Spec.KubeConfig.SecretRef == nil || hr.Spec.KubeConfig.SecretRef.Name == w.Kubeconfig.Name {
+		return proceed, nil
+	}
+	from := hr.Spec.KubeConfig.SecretRef.Name
+	moving := fmt.Sprintf("moving kro from the workload cluster of secret %s/%s to the one of secret %s/%s", s.tenantNamespace, from, s.tenantNamespace, w.Kubeconfig.Name)
+	left, err := r.leaveOldWorkloadCluster(ctx, s, hr, w.Namespace)
+	if err != nil {
+		s.obs.set(v1alpha1.ConditionWorkloadClusterReady, metav1.ConditionFalse, v1alpha1.ReasonWorkloadClusterUnreachable, fmt.Sprintf(
+			"%s: kro cannot be removed from the workload cluster it runs on yet: %s; this goes on when that cluster answers, or when secret %s/%s is removed",
+			moving, summarize(err), s.tenantNamespace, from))
+		return waiting, nil
+	}
+	if err := r.removeKroOnControlPlane(ctx, s, s.access); err != nil {
+		return proceed, err
+	}
+	if hr.DeletionTimestamp.IsZero() {
+		if left == "" {
+			if err := r.suspendRelease(ctx, hr); err != nil {
+				return proceed, err
+			}
+		}
+		if err := r.Platform.Delete(ctx, hr, client.Preconditions{UID: &hr.UID}); client.IgnoreNotFound(err) != nil {
+			return proceed, fmt.Errorf("deleting HelmRelease %s/%s to move kro: %w", hr.Namespace, hr.Name, err)
+		}
+		what := fmt.Sprintf("namespace %s and kro's credential there are removed, kro's token is revoked", w.Namespace)
+		if left == "" {
+			what = fmt.Sprintf("its kubeconfig secret is gone, so namespace %s there (with kro and its credential) cannot be removed: remove it on that cluster; kro's token is revoked", w.Namespace)
+		}
+		r.Recorder.Eventf(s.kro, nil, corev1.EventTypeNormal, v1alpha1.ReasonMovingPlacement, "Move", "%s: %s", moving, what)
+	}
+	s.obs.set(v1alpha1.ConditionWorkloadClusterReady, metav1.ConditionFalse, v1alpha1.ReasonMovingPlacement, fmt.Sprintf(
+		"%s: kro is removed from the first (HelmRelease %s/%s is deleted) before it is installed on the other", moving, hr.Namespace, hr.Name))
+	return waiting, nil
+}
+
+// leaveOldWorkloadCluster removes kro's credential and the tenant's namespace from the
+// workload cluster of the HelmRelease's kubeconfig secret. It returns that secret's name,
+// or "" when the secret is gone and nothing there can be reached.
+func (r *KroReconciler) leaveOldWorkloadCluster(ctx context.Context, s *scope, hr *helmv2.HelmRelease, namespace string) (string, error) {
+	ref := hr.Spec.KubeConfig.SecretRef
+	secret := &corev1.Secret{}
+	switch err := r.PlatformReader.Get(ctx, client.ObjectKey{Namespace: s.tenantNamespace, Name: ref.Name}, secret); {
+	case apierrors.IsNotFound(err):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("reading secret %s/%s: %w", s.tenantNamespace, ref.Name, err)
+	}
+	key := ref.Key
+	if key == "" {
+		key = KubeconfigKey
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(secret.Data[key])
+	if err != nil {
+		return "", fmt.Errorf("the kubeconfig in secret %s/%s is unusable: %w", s.tenantNamespace, ref.Name, err)
+	}
+	cfg.Timeout = oldClusterTimeout
+	old, err := client.New(cfg, client.Options{Scheme: clusters.Scheme})
+	if err != nil {
+		return "", fmt.Errorf("the kubeconfig in secret %s/%s is unusable: %w", s.tenantNamespace, ref.Name, err)
+	}
+	if err := deleteKroCredential(ctx, old, old, s.kro, r.ProviderName, namespace); err != nil {
+		return "", err
+	}
+	return ref.Name, removeNamespaceOn(ctx, old, old, s.kro, r.ProviderName, namespace)
+}
+
+// suspendRelease suspends a HelmRelease, so that Flux deletes it without an uninstall.
+func (r *KroReconciler) suspendRelease(ctx context.Context, hr *helmv2.HelmRelease) error {
+	if hr.Spec.Suspend {
+		return nil
+	}
+	orig := hr.DeepCopy()
+	hr.Spec.Suspend = true
+	if err := r.Platform.Patch(ctx, hr, client.MergeFrom(orig), clusters.FieldOwner); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("suspending HelmRelease %s/%s: %w", hr.Namespace, hr.Name, err)
+	}
+	return nil
+}
+
+// leaveSwitchedWorkloadCluster, in a deletion, removes kro's credential and the tenant's
+// namespace from the workload cluster the HelmRelease installs kro on when another
+// cluster is chosen meanwhile (a reconcile that stopped early never switched): the
+// clean-up after the uninstall reaches only the chosen one.
+func (r *KroReconciler) leaveSwitchedWorkloadCluster(ctx context.Context, s *scope, hr *helmv2.HelmRelease) (result, error) {
+	if r.AccessMode == AccessOpenMCP || releasePlacement(hr) != v1alpha1.PlacementWorkloadCluster ||
+		hr.Spec.KubeConfig == nil || hr.Spec.KubeConfig.SecretRef == nil {
+		return proceed, nil
+	}
+	w, err := r.ControlPlanes.WorkloadCluster(ctx, s.kro, false)
+	if na, ok := asNotAvailable(err); ok {
+		if na.Connecting {
+			return undecided, nil
+		}
+		return proceed, nil // no other cluster to tell apart
+	}
+	if err != nil {
+		return proceed, err
+	}
+	if w.Kubeconfig.Name == hr.Spec.KubeConfig.SecretRef.Name {
+		return proceed, nil
+	}
+	if _, err := r.leaveOldWorkloadCluster(ctx, s, hr, w.Namespace); err != nil {
+		s.obs.blocked(v1alpha1.ReasonUninstallStuck, fmt.Sprintf(
+			"kro runs on the workload cluster of secret %s/%s, no longer the chosen one, and cannot be removed from it yet: %s; this goes on when that cluster answers, or when the secret is removed",
+			s.tenantNamespace, hr.Spec.KubeConfig.SecretRef.Name, summarize(err)))
+		return waiting, nil
+	}
+	return proceed, nil
+}
