@@ -78,11 +78,14 @@ func startCluster(assets string, o ClusterOptions) (*Cluster, error) {
 		ControlPlane: envtest.ControlPlane{APIServer: &envtest.APIServer{CertDir: certDir}},
 		// With clients' watches open, a graceful stop can take long; tests kill it.
 		ControlPlaneStopTimeout: 2 * time.Second,
-		BinaryAssetsDirectory:   assets,
-		CRDDirectoryPaths:       o.CRDDirs,
-		CRDs:                    o.CRDs,
-		ErrorIfCRDPathMissing:   true,
-		Scheme:                  clusters.Scheme,
+		// Test packages run side by side, on 2 cores in CI: an API server then takes
+		// longer to answer than envtest's default of 20 s (seen at a load of 24).
+		ControlPlaneStartTimeout: 2 * time.Minute,
+		BinaryAssetsDirectory:    assets,
+		CRDDirectoryPaths:        o.CRDDirs,
+		CRDs:                     o.CRDs,
+		ErrorIfCRDPathMissing:    true,
+		Scheme:                   clusters.Scheme,
 	}
 	cfg, err := env.Start()
 	if err != nil {
