@@ -119,6 +119,8 @@ func TestDeletionCleansUpWhereKroIsInstalled(t *testing.T) {
 	missing := uniq("missing-pull")
 	cp := v1alpha1.KroVersion{Version: uniq("cp"), ChartVersion: "0.9.4", ChartURL: "registry.example.com/charts/kro", ChartPullSecret: missing}
 	offerVersion(g, cp)
+	// Its missing secret would be named in the ProviderConfig's Ready for the rest of the run.
+	t.Cleanup(func() { withdrawVersion(NewWithT(t), cp.Version) })
 	switchVersion(g, w.kro, cp.Version)
 	g.Eventually(func(g Gomega) {
 		got := getKro(g, w.kro)

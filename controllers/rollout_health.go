@@ -107,7 +107,7 @@ func instancesFell(base *v1alpha1.InstanceCounts, h *v1alpha1.RolloutHealth) str
 }
 
 // firstFew joins at most maxNamedRegressions names.
-func firstFew(names []string) string { return foreign.List(names, maxNamedRegressions) }
+func firstFew(names []string) string { return foreign.JoinFew(names, maxNamedRegressions, "; ") }
 
 // withInstanceBaseline completes a member of the previous status with the instance
 // baseline its HelmRelease recorded: the Kro reconciler takes it after the admission,

@@ -151,14 +151,22 @@ func Line(s string, limit int) string {
 // List joins items for a message: at most few of them, then how many more there are
 // ("a, b, c and 7 more"). Each item is what the caller made of it; the result is bounded
 // only when the items are.
-func List(items []string, few int) string {
+func List(items []string, few int) string { return JoinFew(items, few, ", ") }
+
+// JoinFew is List with another separator, for items that hold commas themselves
+// ("a: x; b: y; and 7 more").
+func JoinFew(items []string, few int, sep string) string {
 	if few < 1 {
 		few = 1
 	}
 	if len(items) <= few {
-		return strings.Join(items, ", ")
+		return strings.Join(items, sep)
 	}
-	return fmt.Sprintf("%s and %d more", strings.Join(items[:few], ", "), len(items)-few)
+	last := " and "
+	if sep != ", " {
+		last = sep + "and "
+	}
+	return fmt.Sprintf("%s%s%d more", strings.Join(items[:few], sep), last, len(items)-few)
 }
 
 // mapBytes replaces every byte that keep refuses with '-' (a multi-byte character gives
