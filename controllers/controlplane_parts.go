@@ -111,6 +111,14 @@ func (r *KroReconciler) reconcileControlPlaneParts(ctx context.Context, s *scope
 		return proceed, fmt.Errorf("reading kro's CRDs and RBAC from chart %s:%s: %w", chartURL(s.version), s.version.ChartVersion, err)
 	}
 	s.chartExtras = parts.OffersDeploymentExtras()
+	if what, err := helmOwnedOnControlPlane(ctx, s.access.Reader, parts.Objects()); err != nil {
+		return proceed, err
+	} else if what != "" {
+		s.obs.ownershipConflict(v1alpha1.ConditionWorkloadClusterReady, fmt.Sprintf(
+			"%s is on the ControlPlane: a kro installed there by Helm, which the provider neither labels nor deletes; uninstall that release (or delete the object if nobody needs it) so that kro can run on the workload cluster alone", what))
+		s.requeue(helmConflictRecheck) // kro's objects on the ControlPlane are not watched
+		return waiting, nil
+	}
 	if err := r.applyParts(ctx, s, parts); err != nil {
 		return proceed, err
 	}

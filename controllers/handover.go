@@ -128,9 +128,17 @@ func (r *KroReconciler) findEarlier(ctx context.Context, s *scope) error {
 
 // suspendEarlier runs before the provider applies its HelmRelease: the earlier one must
 // no longer drive the Helm release, so it is suspended. While helm-controller is still
-// working on it, the step waits, so that two releases never run at once.
+// working on it, the step waits, so that two releases never run at once. For a version
+// on a workload cluster the earlier release is uninstalled instead, and the step waits
+// until it is gone (handover_placement.go).
 func (r *KroReconciler) suspendEarlier(ctx context.Context, s *scope) (result, error) {
-	if !s.earlier.found() || s.earlier.release == nil || s.earlier.release.Spec.Suspend {
+	if !s.earlier.found() || s.earlier.release == nil {
+		return proceed, nil
+	}
+	if earlierUninstallsFirst(s) {
+		return r.uninstallEarlierFirst(ctx, s)
+	}
+	if s.earlier.release.Spec.Suspend {
 		return proceed, nil
 	}
 	hr := s.earlier.release
@@ -235,7 +243,7 @@ func (r *KroReconciler) removeEarlierImageCopies(ctx context.Context, s *scope, 
 		return nil // values the earlier provider wrote that name nothing readable: no copies to find
 	}
 	for _, name := range names {
-		if slices.Contains(s.imageSecrets, name) {
+		if s.workload == nil && slices.Contains(s.imageSecrets, name) {
 			continue // adopted: the provider's own copy now
 		}
 		src := &corev1.Secret{}
@@ -339,10 +347,12 @@ func adoptable(current, desired *corev1.Secret) bool {
 }
 
 // earlierReleaseForDeletion decides, during a deletion, which HelmRelease uninstalls kro
-// when the earlier provider's is still there. Beside the provider's own it is deleted
-// at once, suspended, without an uninstall: the provider's release drives kro and
-// uninstalls it. Alone, it is kro's release and is returned, to be guarded and deleted
-// with an uninstall like the provider's own.
+// when the earlier provider's is still there. Beside the provider's own that has taken
+// the release over (takesOverRelease) it is deleted at once, suspended, without an
+// uninstall: the provider's release drives kro and uninstalls it. Beside one that has not
+// (no revision written yet, or kro on a workload cluster), the provider's goes first and
+// the earlier one waits, suspended. Alone, it is kro's release and is returned, to be
+// guarded and deleted with an uninstall like the provider's own.
 func (r *KroReconciler) earlierReleaseForDeletion(ctx context.Context, s *scope, own *helmv2.HelmRelease) (*helmv2.HelmRelease, error) {
 	if err := r.findEarlier(ctx, s); err != nil || s.earlier == nil || s.earlier.release == nil {
 		return own, err
@@ -351,7 +361,9 @@ func (r *KroReconciler) earlierReleaseForDeletion(ctx context.Context, s *scope,
 	if own == nil {
 		return hr, nil
 	}
-	if !hr.DeletionTimestamp.IsZero() {
+	if !hr.DeletionTimestamp.IsZero() || !takesOverRelease(own) {
+		// The provider's release goes first; the earlier one, suspended meanwhile,
+		// uninstalls kro once it is alone (handover_placement.go).
 		return own, nil
 	}
 	if err := r.setSuspend(ctx, hr, true); err != nil {

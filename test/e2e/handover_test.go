@@ -9,6 +9,7 @@ import (
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
@@ -394,6 +395,47 @@ func handOverSpecs(a func() *env.ControlPlane) {
 		row.finalizerGuard(guard())
 		checkLeftovers(row, true, cp)
 		h.earlierGone(true)
+	})
+
+	It("deletion in the middle of a hand-over to a chart tag that does not exist", func() {
+		row := startRow("The earlier provider's installation (v0.9.4) taken over towards a version whose chart tag does not exist, and the Kro deleted in the middle",
+			"the provider's HelmRelease never writes a revision; the deletion uninstalls kro through the earlier HelmRelease, resumed and deleted; nothing orphaned, kro's Helm release included")
+		cp := a()
+		const missing = "v0.0.0-missing-tag"
+		updateProviderConfig(fe, func(pc *v1alpha1.ProviderConfig) {
+			pc.Spec.Versions = append(pc.Spec.Versions, v1alpha1.KroVersion{Version: missing, ChartVersion: "0.0.0-missing-tag", ChartURL: fe.ChartURL, ChartPullSecret: env.PullSecretName})
+		})
+		DeferCleanup(func() {
+			updateProviderConfig(fe, func(pc *v1alpha1.ProviderConfig) {
+				pc.Spec.Versions = slices.DeleteFunc(pc.Spec.Versions, func(v v1alpha1.KroVersion) bool { return v.Version == missing })
+			})
+		})
+		h := earlierInstalled(cp, "v0.9.4", false, missing)
+		Expect(fe.RestartProvider(suiteCtx)).To(Succeed())
+		waitUntil(2*time.Minute, poll, func(g Gomega) {
+			g.Expect(h.look(g).stage()).To(Equal(2), "the provider's HelmRelease beside the suspended earlier one")
+			own := &helmv2.HelmRelease{}
+			g.Expect(fe.Platform.Client.Get(suiteCtx, fluxKeyOf(cp), own)).To(Succeed())
+			g.Expect(own.Status.History).To(BeEmpty())
+			repo := &sourcev1.OCIRepository{}
+			g.Expect(fe.Platform.Client.Get(suiteCtx, fluxKeyOf(cp), repo)).To(Succeed())
+			g.Expect(fluxReady(repo.Status.Conditions).Status).To(Equal(metav1.ConditionFalse), "source-controller finds no chart of that tag")
+		})
+		row.note("the provider's HelmRelease beside the suspended earlier one, its OCIRepository not Ready, no revision written")
+		guard := guardFinalizer(cp)
+		deleted := time.Now()
+		Expect(fe.Onboarding.Client.Delete(suiteCtx, kroOf(cp))).To(Succeed())
+		waitGone(5*time.Minute, cp)
+		row.converged(time.Since(deleted), "after the Kro was deleted", 0, "")
+		row.finalizerGuard(guard())
+		checkLeftovers(row, true, cp)
+		h.earlierGone(true)
+		waitUntil(time.Minute, poll, func(g Gomega) {
+			g.Expect(helmReleaseSecrets(g, cp)).To(BeEmpty(), "kro's Helm release is uninstalled")
+			var deployments appsv1.DeploymentList
+			g.Expect(cp.Client.List(suiteCtx, &deployments, client.InNamespace(controllers.KroNamespace))).To(Succeed())
+			g.Expect(deployments.Items).To(BeEmpty(), "kro's Deployment is uninstalled")
+		})
 	})
 
 	It("hand-over of a Kro that is already being deleted", func() {
