@@ -136,11 +136,11 @@ func (e *ClaimError) Error() string {
 type Claimed int
 
 const (
-	// ClaimHeld: the installation held the claim already; nothing was written.
+	// ClaimHeld says that the installation held the claim already; nothing was written.
 	ClaimHeld Claimed = iota
-	// ClaimWritten: no installation held it, and the installation wrote its claim.
+	// ClaimWritten says that no installation held it, and the installation wrote its claim.
 	ClaimWritten
-	// ClaimTakenOver: an earlier version's claim of the same environment (it names the
+	// ClaimTakenOver says that an earlier version's claim of the same environment (it names the
 	// environment only) was replaced by the installation's claim. That earlier claim may
 	// be this installation's, before an upgrade, or another installation's of the same
 	// environment name, which cannot be told apart: a provider of the earlier version

@@ -70,7 +70,7 @@ func BenchmarkBoundedReads(b *testing.B) {
 	}
 	b.Run("instances=0", func(b *testing.B) { reads(b, 0) })
 	start := time.Now()
-	createInstances(b, g, c, instance, ns, "i", *boundedInstances, *boundedSize, func(i int) bool { return i%10 != 0 })
+	createInstances(b, g, c, instance, ns, *boundedInstances, *boundedSize, func(i int) bool { return i%10 != 0 })
 	b.Logf("created %d instances of %d bytes in %s", *boundedInstances, *boundedSize, time.Since(start).Round(time.Second))
 	b.Run(fmt.Sprintf("instances=%dx%dKiB", *boundedInstances, *boundedSize>>10), func(b *testing.B) { reads(b, *boundedInstances) })
 }

@@ -135,8 +135,8 @@ func namespaceOn(tb testing.TB, g Gomega, c client.Client) string {
 func instancesPath(plural string) string { return "/apis/kro.run/v1alpha1/" + plural }
 
 // createInstances creates n instances of the kind of proto in namespace, named
-// prefix-0000…, each with a spec of size bytes; those whose index ready says are Ready.
-func createInstances(tb testing.TB, g Gomega, c client.Client, proto *unstructured.Unstructured, namespace, prefix string, n, size int, ready func(int) bool) {
+// i-0000…, each with a spec of size bytes; those whose index ready says are Ready.
+func createInstances(tb testing.TB, g Gomega, c client.Client, proto *unstructured.Unstructured, namespace string, n, size int, ready func(int) bool) {
 	tb.Helper()
 	ctx := context.Background()
 	payload := strings.Repeat("p", size)
@@ -148,7 +148,7 @@ func createInstances(tb testing.TB, g Gomega, c client.Client, proto *unstructur
 			for i := range work {
 				u := proto.DeepCopy()
 				u.SetNamespace(namespace)
-				u.SetName(fmt.Sprintf("%s-%04d", prefix, i))
+				u.SetName(fmt.Sprintf("i-%04d", i))
 				status, reason := "False", "Busy"
 				if ready(i) {
 					status, reason = "True", "AllResourcesReady"
@@ -189,7 +189,7 @@ func TestDeletionGuardReadsNoSchemaAndNoInstances(t *testing.T) {
 	kind := "Guarded" + rgd[len(rgd)-6:]
 	instance, plural := largeKroKind(t, g, controlPlane.Client, kind, rgd, boundedKindSchema)
 	ns := namespaceOn(t, g, controlPlane.Client)
-	createInstances(t, g, controlPlane.Client, instance, ns, "i", 150, 16<<10, func(int) bool { return true })
+	createInstances(t, g, controlPlane.Client, instance, ns, 150, 16<<10, func(int) bool { return true })
 
 	cl, log := countedCluster(t, g, controlPlane.Config)
 	counts, err := instancesOf(ctx, cl)
@@ -234,7 +234,7 @@ func TestHealthReadPagesInstances(t *testing.T) {
 	instance, plural := largeKroKind(t, g, controlPlane.Client, kind, rgd, boundedKindSchema)
 	ns := namespaceOn(t, g, controlPlane.Client)
 	const n = 250
-	createInstances(t, g, controlPlane.Client, instance, ns, "i", n, 1<<10, func(i int) bool { return i%50 != 7 })
+	createInstances(t, g, controlPlane.Client, instance, ns, n, 1<<10, func(i int) bool { return i%50 != 7 })
 
 	cl, log := countedCluster(t, g, controlPlane.Config)
 	site := kroSite{cluster: cl, namespace: KroNamespace, release: ReleaseName, where: "the ControlPlane"}
@@ -273,7 +273,7 @@ func TestReadsSkipAKindNeverServed(t *testing.T) {
 	kind := "Served" + rgd[len(rgd)-6:]
 	instance, plural := largeKroKind(t, g, controlPlane.Client, kind, rgd, 1)
 	ns := namespaceOn(t, g, controlPlane.Client)
-	createInstances(t, g, controlPlane.Client, instance, ns, "i", 2, 16, func(int) bool { return true })
+	createInstances(t, g, controlPlane.Client, instance, ns, 2, 16, func(int) bool { return true })
 	conflicting, _ := testenv.KroGeneratedCRD(uniq("conflicting"), kind, rgd)
 	g.Expect(controlPlane.Client.Create(ctx, conflicting)).To(Succeed())
 	t.Cleanup(func() { _ = controlPlane.Client.Delete(context.Background(), conflicting) })

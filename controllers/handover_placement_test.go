@@ -114,8 +114,8 @@ func TestHandOverToAWorkloadClusterUninstallsTheEarlierKroFirst(t *testing.T) {
 
 	t.Log("then kro starts on the workload cluster, with a ServiceAccount of the provider's own")
 	eventuallyCondition(g, k, v1alpha1.ConditionWorkloadClusterReady, metav1.ConditionFalse, v1alpha1.ReasonReconciling, "waiting for source-controller")
-	url, digest := serveKroChart(t, g, "0.9.4")
-	playArtifact(g, k, "0.9.4", url, digest)
+	url, digest := serveKroChart(t, g)
+	playArtifact(g, k, url, digest)
 	workloadNS, err := WorkloadNamespace(client.ObjectKeyFromObject(k))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func(g Gomega) {
@@ -155,8 +155,8 @@ func TestHelmsServiceAccountIsNotRelabelled(t *testing.T) {
 	grantAccess(g, k, controlPlane)
 	workloadAccess(g, k)
 	eventuallyCondition(g, k, v1alpha1.ConditionWorkloadClusterReady, metav1.ConditionFalse, v1alpha1.ReasonReconciling, "waiting for source-controller")
-	url, digest := serveKroChart(t, g, "0.9.4")
-	playArtifact(g, k, "0.9.4", url, digest)
+	url, digest := serveKroChart(t, g)
+	playArtifact(g, k, url, digest)
 
 	k = eventuallyCondition(g, k, v1alpha1.ConditionWorkloadClusterReady, metav1.ConditionFalse, v1alpha1.ReasonOwnershipConflict,
 		"ServiceAccount kro-system/kro of Helm release \"kro\"", "uninstall that release")

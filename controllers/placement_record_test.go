@@ -44,8 +44,8 @@ func placeWorkloadKro(t *testing.T, g Gomega, ns, name string) (*v1alpha1.Kro, v
 		Data:       map[string][]byte{KubeconfigKey: bareControlPlane.Kubeconfig},
 	})).To(Succeed())
 	g.Eventually(func(g Gomega) { getOCIRepository(g, k) }, timeout, interval).Should(Succeed())
-	url, digest := serveKroChart(t, g, "0.9.4")
-	playArtifact(g, k, "0.9.4", url, digest)
+	url, digest := serveKroChart(t, g)
+	playArtifact(g, k, url, digest)
 	return k, wl
 }
 

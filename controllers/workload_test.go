@@ -25,14 +25,17 @@ import (
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
 
-// serveKroChart packages kro's real chart at version and serves it as source-controller
-// serves an artifact; it returns the artifact's URL and digest.
-func serveKroChart(t *testing.T, g Gomega, version string) (url, digest string) {
+// workloadChart is the version of kro's chart the workload-placement tests serve.
+const workloadChart = "0.9.4"
+
+// serveKroChart packages kro's real chart at workloadChart and serves it as
+// source-controller serves an artifact; it returns the artifact's URL and digest.
+func serveKroChart(t *testing.T, g Gomega) (url, digest string) {
 	t.Helper()
 	dir := t.TempDir()
 	helm, err := testenv.NewHelmCLI(context.Background(), os.Stderr, filepath.Join(dir, "helm"))
 	g.Expect(err).NotTo(HaveOccurred())
-	archive, err := helm.PackageKroChart(context.Background(), version, filepath.Join(dir, "charts"))
+	archive, err := helm.PackageKroChart(context.Background(), workloadChart, filepath.Join(dir, "charts"))
 	g.Expect(err).NotTo(HaveOccurred())
 	data, err := os.ReadFile(archive)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -42,12 +45,12 @@ func serveKroChart(t *testing.T, g Gomega, version string) (url, digest string) 
 	return srv.URL + "/ocirepository/kro.tar.gz", "sha256:" + hex.EncodeToString(sum[:])
 }
 
-// playArtifact records an artifact in the OCIRepository's status, as source-controller
-// does once it has fetched the chart.
-func playArtifact(g Gomega, k *v1alpha1.Kro, tag, url, digest string) {
+// playArtifact records the chart's artifact in the OCIRepository's status, as
+// source-controller does once it has fetched the chart.
+func playArtifact(g Gomega, k *v1alpha1.Kro, url, digest string) {
 	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		repo := getOCIRepository(g, k)
-		repo.Status.Artifact = &meta.Artifact{Path: "kro.tar.gz", URL: url, Revision: tag + "@" + digest, Digest: digest, LastUpdateTime: metav1.Now()}
+		repo.Status.Artifact = &meta.Artifact{Path: "kro.tar.gz", URL: url, Revision: workloadChart + "@" + digest, Digest: digest, LastUpdateTime: metav1.Now()}
 		return platform.Client.Status().Update(context.Background(), repo)
 	})).To(Succeed())
 }
@@ -84,8 +87,8 @@ func TestWorkloadPlacement(t *testing.T) {
 	g.Expect(bareControlPlane.Client.Get(ctx, client.ObjectKey{Namespace: workloadNS, Name: imageSecret}, copied)).To(Succeed(), "the image pull secret goes where kro runs")
 	g.Expect(apierrors.IsNotFound(controlPlane.Client.Get(ctx, client.ObjectKey{Namespace: KroNamespace, Name: imageSecret}, &corev1.Secret{}))).To(BeTrue())
 
-	url, digest := serveKroChart(t, g, "0.9.4")
-	playArtifact(g, k, "0.9.4", url, digest)
+	url, digest := serveKroChart(t, g)
+	playArtifact(g, k, url, digest)
 	eventuallyCondition(g, k, v1alpha1.ConditionWorkloadClusterReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, workloadNS)
 
 	t.Log("kro's RBAC from the chart, bound to kro's own service account, is on the ControlPlane")

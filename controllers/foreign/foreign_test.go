@@ -37,16 +37,18 @@ func Hostile(seed int64, random int) []string {
 		}
 		var b strings.Builder
 		for b.Len() < n {
-			switch a := r.Intn(8); {
-			case a == 0:
-				b.WriteByte(byte(r.Intn(256))) // anything, valid UTF-8 or not
-			default:
-				alphabet := []rune(alphabets[min(a-1, 2)%len(alphabets)])
-				if a > 3 {
-					alphabet = []rune(alphabets[0])
-				}
-				b.WriteRune(alphabet[r.Intn(len(alphabet))])
+			// One byte in eight is anything at all, valid UTF-8 or not; the others are
+			// letters and digits (half), punctuation or non-ASCII letters.
+			a := r.Intn(8)
+			if a == 0 {
+				b.WriteByte(byte(r.Intn(256)))
+				continue
 			}
+			alphabet := []rune(alphabets[0])
+			if a <= 3 {
+				alphabet = []rune(alphabets[a-1])
+			}
+			b.WriteRune(alphabet[r.Intn(len(alphabet))])
 		}
 		out = append(out, b.String())
 	}
