@@ -26,6 +26,8 @@ import (
 // shard-b moves fs-1 alone. A move changes the objects' label only: kro's Helm release
 // on the ControlPlane keeps its one revision (no uninstall, no second install), and the
 // shard that owns a tenant is proven by stopping the others and asking Flux to reconcile.
+// A third key added while a tenant's Helm upgrade runs moves it only once the upgrade has
+// ended (fluxshards_busy_test.go).
 
 var _ = Describe("Flux shards", Ordered, Label("fluxshards"), func() {
 	const shardA, shardB = "shard-a", "shard-b"
@@ -161,6 +163,11 @@ var _ = Describe("Flux shards", Ordered, Label("fluxshards"), func() {
 		}
 	})
 
+	fluxShardMoveDuringUpgradeSpecs(fluxShardsKit{
+		env: func() *env.Env { return se }, cps: func() []*env.ControlPlane { return cps },
+		shards: shards, setShards: setShards, shardOf: shardOf,
+	})
+
 	It("moves the tenants back to the unsharded Flux when the shards are removed, then deletes them", func() {
 		before := map[string][]string{}
 		for _, cp := range cps {
@@ -170,8 +177,8 @@ var _ = Describe("Flux shards", Ordered, Label("fluxshards"), func() {
 			setShards()
 			expectShards(true, map[string]string{"fs-1": "", "fs-2": ""}, nil)
 		})
-		for _, key := range []string{shardA, shardB} {
-			Expect(shards[key].Stop()).To(Succeed())
+		for _, shard := range shards {
+			Expect(shard.Stop()).To(Succeed())
 		}
 		for _, cp := range cps {
 			Expect(reconciledBy(cp, time.Minute)).To(BeTrue(), "%s on the unsharded Flux", cp.Name)
