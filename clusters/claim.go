@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/foreign"
 )
 
 // KroCRD is the Kro CRD on the onboarding cluster. Every installation that serves the
@@ -72,9 +73,7 @@ const maxClaim = 256
 // parseClaim reads the claim annotation's value: an installation's claim, or the bare
 // environment an earlier version wrote.
 func parseClaim(v string) Installation {
-	if len(v) > maxClaim {
-		v = v[:maxClaim] + "…"
-	}
+	v = foreign.Text(v, maxClaim)
 	rest, ok := strings.CutPrefix(v, claimKey)
 	if !ok {
 		return Installation{Environment: v}
@@ -121,10 +120,7 @@ type ClaimError struct {
 }
 
 func (e *ClaimError) Error() string {
-	claim := e.claim
-	if len(claim) > maxClaim {
-		claim = claim[:maxClaim] + "…"
-	}
+	claim := foreign.Text(e.claim, maxClaim)
 	return fmt.Sprintf("installation %s cannot serve this onboarding cluster: installation %s serves it "+
 		"(annotation %s=%s on CRD %s), and two installations on one onboarding cluster would both act on every Kro. "+
 		"If that installation no longer serves this onboarding cluster (its provider is stopped or points elsewhere), "+

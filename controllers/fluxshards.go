@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/foreign"
 	"github.com/openmcp-project/service-provider-kro/providers/sharding"
 )
 
@@ -130,20 +131,15 @@ func releaseBusy(hr *helmv2.HelmRelease, now time.Time) (string, time.Time) {
 		head := hr.Status.History[0]
 		if until := head.LastDeployed.Add(stale); now.Before(until) {
 			return fmt.Sprintf("helm-controller to end the release operation in flight (revision %d is %s since %s)",
-				head.Version, shortStatus(head.Status), head.LastDeployed.UTC().Format(time.RFC3339)), until
+				head.Version, foreign.Text(head.Status, maxHelmStatus), head.LastDeployed.UTC().Format(time.RFC3339)), until
 		}
 	}
 	return "", time.Time{}
 }
 
-// shortStatus is a Helm release status as a message may carry it: Helm's statuses are
-// short words, anything longer is cut.
-func shortStatus(s string) string {
-	if len(s) > 32 {
-		return s[:32] + "…"
-	}
-	return s
-}
+// maxHelmStatus bounds a Helm release status in a message: Helm's statuses are short
+// words, anything longer is cut.
+const maxHelmStatus = 32
 
 // shardWaitMessage is the report of a held move, added to the HelmRelease's entry in the
 // Kro's managedResources.

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
 
 // helmServiceAccount puts kro's ServiceAccount on the suite's ControlPlane as Helm
@@ -177,6 +178,31 @@ func TestHelmsServiceAccountIsNotRelabelled(t *testing.T) {
 	eventuallyGone(g, onboarding.Client, k)
 }
 
+// inHandOver sets up a Kro (cp-<prefix>, with the provider's finalizer) in the middle of
+// a hand-over: the earlier provider's installation with its pull secrets, a version of
+// chartVersion offered until the test ends, the ControlPlane's access granted, and the
+// provider's HelmRelease made beside the earlier one, which it suspended.
+func inHandOver(t *testing.T, g Gomega, prefix, chartVersion string) (string, testenv.EarlierInstallation, *v1alpha1.Kro) {
+	t.Helper()
+	ns := newNamespace(t, g)
+	chart := sourceSecret(g, uniq(prefix+"-chart"), corev1.SecretTypeDockerConfigJson, "chart")
+	image := sourceSecret(g, uniq(prefix+"-image"), corev1.SecretTypeDockerConfigJson, "image")
+	version := uniq("v-" + prefix)
+	offerVersion(g, v1alpha1.KroVersion{Version: version, ChartVersion: chartVersion, ChartPullSecret: chart.Name, HelmValues: helmValues(image.Name)})
+	t.Cleanup(func() { withdrawVersion(NewWithT(t), version) })
+
+	e := earlierFor(g, ns, "cp-"+prefix, chart, image)
+	k := kroWithFinalizer(g, ns, "cp-"+prefix, version)
+	grantAccess(g, k, controlPlane)
+	g.Eventually(func(g Gomega) {
+		getHelmRelease(g, k)
+		old, err := earlierRelease(e)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(old.Spec.Suspend).To(BeTrue())
+	}, timeout, interval).Should(Succeed())
+	return ns, e, k
+}
+
 // TestDeletionMidHandOverUninstallsThroughTheEarlierRelease: a Kro deleted while the
 // provider's HelmRelease has not written a revision of the release (its chart tag does
 // not exist, so it never became Ready) still has kro uninstalled: the provider's
@@ -186,22 +212,7 @@ func TestHelmsServiceAccountIsNotRelabelled(t *testing.T) {
 func TestDeletionMidHandOverUninstallsThroughTheEarlierRelease(t *testing.T) {
 	g := withClusters(t)
 	ctx := context.Background()
-	ns := newNamespace(t, g)
-	chart := sourceSecret(g, uniq("hm-chart"), corev1.SecretTypeDockerConfigJson, "chart")
-	image := sourceSecret(g, uniq("hm-image"), corev1.SecretTypeDockerConfigJson, "image")
-	version := uniq("no-such-tag")
-	offerVersion(g, v1alpha1.KroVersion{Version: version, ChartVersion: "0.0.0-no-such-tag", ChartPullSecret: chart.Name, HelmValues: helmValues(image.Name)})
-	t.Cleanup(func() { withdrawVersion(NewWithT(t), version) })
-
-	e := earlierFor(g, ns, "cp-hm", chart, image)
-	k := kroWithFinalizer(g, ns, "cp-hm", version)
-	grantAccess(g, k, controlPlane)
-	g.Eventually(func(g Gomega) {
-		getHelmRelease(g, k)
-		old, err := earlierRelease(e)
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(old.Spec.Suspend).To(BeTrue())
-	}, timeout, interval).Should(Succeed())
+	ns, e, k := inHandOver(t, g, "hm", "0.0.0-no-such-tag")
 	// What Flux reports of a chart tag that does not exist: no artifact, no revision.
 	fluxReady(g, getOCIRepository(g, k), metav1.ConditionFalse, "failed to determine artifact digest: tag 0.0.0-no-such-tag not found")
 	own := getHelmRelease(g, k)
@@ -248,22 +259,7 @@ func TestDeletionMidHandOverUninstallsThroughTheEarlierRelease(t *testing.T) {
 func TestDeletionAfterTakeOverUninstallsThroughTheProvidersRelease(t *testing.T) {
 	g := withClusters(t)
 	ctx := context.Background()
-	ns := newNamespace(t, g)
-	chart := sourceSecret(g, uniq("ht-chart"), corev1.SecretTypeDockerConfigJson, "chart")
-	image := sourceSecret(g, uniq("ht-image"), corev1.SecretTypeDockerConfigJson, "image")
-	version := uniq("taken-over")
-	offerVersion(g, v1alpha1.KroVersion{Version: version, ChartVersion: "0.9.3", ChartPullSecret: chart.Name, HelmValues: helmValues(image.Name)})
-	t.Cleanup(func() { withdrawVersion(NewWithT(t), version) })
-
-	e := earlierFor(g, ns, "cp-ht", chart, image)
-	k := kroWithFinalizer(g, ns, "cp-ht", version)
-	grantAccess(g, k, controlPlane)
-	g.Eventually(func(g Gomega) {
-		getHelmRelease(g, k)
-		old, err := earlierRelease(e)
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(old.Spec.Suspend).To(BeTrue())
-	}, timeout, interval).Should(Succeed())
+	ns, e, k := inHandOver(t, g, "ht", "0.9.3")
 	// helm-controller upgraded the release in place, but the upgrade failed: a revision
 	// in the history, not Ready.
 	own := getHelmRelease(g, k)
