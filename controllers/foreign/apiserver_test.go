@@ -1,4 +1,4 @@
-package foreign
+package foreign_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
 	"github.com/openmcp-project/service-provider-kro/config/crd"
+	"github.com/openmcp-project/service-provider-kro/controllers/foreign"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
 
@@ -38,16 +39,16 @@ func TestAPIServerAcceptsEveryResult(t *testing.T) {
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
-	for i, s := range Hostile(3, 150) {
+	for i, s := range foreign.Hostile(3, 150) {
 		// A label value and a name; a namespace is a DNS label.
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
-			Name: Subdomain(fmt.Sprintf("%d-%s", i, s), SubdomainMax), Namespace: ns,
-			Labels: map[string]string{"kro.services.open-control-plane.io/version": LabelValue(s)},
+			Name: foreign.Subdomain(fmt.Sprintf("%d-%s", i, s), foreign.SubdomainMax), Namespace: ns,
+			Labels: map[string]string{"kro.services.open-control-plane.io/version": foreign.LabelValue(s)},
 		}}
 		if err := c.Create(ctx, cm); err != nil {
 			t.Errorf("string %d %.80q: ConfigMap %q with label %q refused: %v", i, s, cm.Name, cm.Labels, err)
 		}
-		nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: DNSLabel(fmt.Sprintf("%d-%s", i, s), DNSLabelMax)}}
+		nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: foreign.DNSLabel(fmt.Sprintf("%d-%s", i, s), foreign.DNSLabelMax)}}
 		if err := c.Create(ctx, nsObj); err != nil {
 			t.Errorf("string %d %.80q: Namespace %q refused: %v", i, s, nsObj.Name, err)
 		}
@@ -58,11 +59,11 @@ func TestAPIServerAcceptsEveryResult(t *testing.T) {
 		}
 		kro.Status.Conditions = []metav1.Condition{{
 			Type: v1alpha1.ConditionResourceGraphDefinitionsReady, Status: metav1.ConditionFalse,
-			Reason: Reason(s, ConditionReasonMax), Message: Text(s, ConditionMessageMax), LastTransitionTime: metav1.Now(),
+			Reason: foreign.Reason(s, foreign.ConditionReasonMax), Message: foreign.Text(s, foreign.ConditionMessageMax), LastTransitionTime: metav1.Now(),
 		}}
 		kro.Status.ResourceGraphDefinitions = &v1alpha1.ResourceGraphDefinitionSummary{
 			ObservedTime: metav1.Now(), Total: 1,
-			NotReady: []v1alpha1.ResourceGraphDefinitionState{{Name: Subdomain(s, SubdomainMax), Reason: Reason(s, 128), Message: Text(s, 512)}},
+			NotReady: []v1alpha1.ResourceGraphDefinitionState{{Name: foreign.Subdomain(s, foreign.SubdomainMax), Reason: foreign.Reason(s, 128), Message: foreign.Text(s, 512)}},
 		}
 		if err := c.Status().Update(ctx, kro); err != nil {
 			t.Errorf("string %d %.80q: Kro status refused: %v", i, s, err)
@@ -72,7 +73,7 @@ func TestAPIServerAcceptsEveryResult(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("ev-%d", i), Namespace: ns},
 			EventTime:  metav1.NewMicroTime(time.Now()), Type: corev1.EventTypeWarning,
 			ReportingController: "service-provider-kro", ReportingInstance: "service-provider-kro-0",
-			Reason: Reason(s, EventReasonMax), Action: Reason(s, EventReasonMax), Note: Text(s, EventNoteMax),
+			Reason: foreign.Reason(s, foreign.EventReasonMax), Action: foreign.Reason(s, foreign.EventReasonMax), Note: foreign.Text(s, foreign.EventNoteMax),
 			Regarding: corev1.ObjectReference{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Kro", Namespace: ns, Name: kro.Name},
 		}
 		if err := c.Create(ctx, ev); err != nil {
@@ -84,7 +85,7 @@ func TestAPIServerAcceptsEveryResult(t *testing.T) {
 	if err := c.List(ctx, &list, client.InNamespace(ns), client.HasLabels{"kro.services.open-control-plane.io/version"}); err != nil {
 		t.Fatal(err)
 	}
-	if want := len(Hostile(3, 150)); len(list.Items) != want {
+	if want := len(foreign.Hostile(3, 150)); len(list.Items) != want {
 		t.Errorf("%d ConfigMaps stored, want %d", len(list.Items), want)
 	}
 }
