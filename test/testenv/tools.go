@@ -94,18 +94,25 @@ func CacheDir() (string, error) {
 	return filepath.Join(root, ".cache"), nil
 }
 
-// key hashes everything that decides the binary: the wrapper module's go.mod and go.sum,
-// the package, the flags, the platform and the Go version.
+// key hashes everything that decides the binary: the wrapper module's go.mod, go.sum and Go
+// files (a few wrappers hold a main package), the package, the flags, the platform and the
+// Go version. Every tool is built static (CGO_ENABLED=0), so that the binaries the tests run
+// as processes also go into the kind node's images (test/kind) without a libc.
 func (t Tool) key(root string) (string, error) {
 	h := sha256.New()
-	for _, f := range []string{"go.mod", "go.sum"} {
-		data, err := os.ReadFile(filepath.Join(root, t.ModuleDir, f))
-		if err != nil {
+	files, err := filepath.Glob(filepath.Join(root, t.ModuleDir, "*.go"))
+	if err != nil {
+		return "", err
+	}
+	for _, f := range append([]string{filepath.Join(root, t.ModuleDir, "go.mod"), filepath.Join(root, t.ModuleDir, "go.sum")}, files...) {
+		data, err := os.ReadFile(f)
+		if err != nil && !(errors.Is(err, os.ErrNotExist) && filepath.Base(f) == "go.sum") {
 			return "", fmt.Errorf("reading wrapper module of %s: %w", t.Name, err)
 		}
+		fmt.Fprintf(h, "%s %d\n", filepath.Base(f), len(data))
 		h.Write(data)
 	}
-	fmt.Fprintln(h, t.Package, t.LDFlags, runtime.GOOS, runtime.GOARCH, runtime.Version())
+	fmt.Fprintln(h, t.Package, t.LDFlags, "CGO_ENABLED=0", runtime.GOOS, runtime.GOARCH, runtime.Version())
 	return hex.EncodeToString(h.Sum(nil))[:16], nil
 }
 
@@ -142,6 +149,7 @@ func (t Tool) Path(ctx context.Context, log io.Writer) (string, error) {
 	tmp := bin + ".tmp"
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", tmp, "-ldflags", t.LDFlags, t.Package)
 	cmd.Dir = filepath.Join(root, t.ModuleDir)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("building %s: %w\n%s", t.Name, err, out)

@@ -21,6 +21,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -90,6 +91,9 @@ type Spec struct {
 	Dirs []Dir
 	// Created is every timestamp of the image: config, history and file times.
 	Created time.Time
+	// Base, if set, is a tar file of a root file system (such as a Debian bootstrap) that
+	// becomes the image's first layer, below RootFS, Dirs and the binary.
+	Base string
 }
 
 // ProviderSpec is the spec of the provider image of the given version, with all timestamps
@@ -186,6 +190,15 @@ func Build(spec Spec, binaries map[string]string) (v1.ImageIndex, error) {
 		})
 		if err != nil {
 			return nil, err
+		}
+		if spec.Base != "" {
+			under, err := tarball.LayerFromFile(spec.Base, tarball.WithMediaType(types.OCILayer), tarball.WithCompressedCaching)
+			if err != nil {
+				return nil, err
+			}
+			if img, err = mutate.Append(img, mutate.Addendum{Layer: under, History: v1.History{Created: v1.Time{Time: created}, CreatedBy: "base " + filepath.Base(spec.Base)}}); err != nil {
+				return nil, err
+			}
 		}
 		img, err = mutate.Append(img,
 			mutate.Addendum{Layer: base, History: v1.History{Created: v1.Time{Time: created}, CreatedBy: "root file system (hack/image/rootfs)"}},
