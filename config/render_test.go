@@ -63,7 +63,7 @@ func TestOnboardingOverlay(t *testing.T) {
 
 func TestPlatformOverlay(t *testing.T) {
 	objs := render(t, PlatformOverlay)
-	wantKinds(t, objs, "Namespace", "CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Deployment")
+	wantKinds(t, objs, "Namespace", "CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Deployment", "Service")
 	crds := kindOf[apiextensionsv1.CustomResourceDefinition](t, objs, "CustomResourceDefinition")
 	if len(crds) != 1 || crds[0].Name != "providerconfigs.kro.services.open-control-plane.io" || crds[0].Labels[crd.ClusterLabel] != "platform" {
 		t.Errorf("the platform overlay must install exactly the ProviderConfig CRD, labelled for the platform cluster: %v", names(crds))
@@ -83,6 +83,36 @@ func TestPlatformOverlay(t *testing.T) {
 	}
 	checkSecurity(t, pod.SecurityContext, pod.Containers[0].SecurityContext)
 	checkManager(t, pod.Containers[0])
+	checkService(t, kindOf[corev1.Service](t, objs, "Service"), deps[0])
+}
+
+// checkService: one Service selects the Deployment's pods and reaches the container's
+// metrics and probes ports by name.
+func checkService(t *testing.T, svcs []*corev1.Service, dep *appsv1.Deployment) {
+	t.Helper()
+	if len(svcs) != 1 {
+		t.Fatalf("want one Service, got %d", len(svcs))
+	}
+	svc := svcs[0]
+	for k, v := range svc.Spec.Selector {
+		if dep.Spec.Template.Labels[k] != v {
+			t.Errorf("the Service selects %s=%s, which the Deployment's pods do not carry: %v", k, v, dep.Spec.Template.Labels)
+		}
+	}
+	ports := map[string]bool{}
+	for _, p := range dep.Spec.Template.Spec.Containers[0].Ports {
+		ports[p.Name] = true
+	}
+	var names []string
+	for _, p := range svc.Spec.Ports {
+		names = append(names, p.TargetPort.String())
+		if !ports[p.TargetPort.String()] {
+			t.Errorf("the Service's port %s targets %q, which the container does not name", p.Name, p.TargetPort.String())
+		}
+	}
+	if !slices.Equal(names, []string{"metrics", "probes"}) {
+		t.Errorf("the Service's target ports are %v, want metrics and probes", names)
+	}
 }
 
 // checkSecurity: non-root, seccomp RuntimeDefault, read-only root filesystem, no

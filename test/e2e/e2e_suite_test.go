@@ -21,7 +21,27 @@ import (
 
 func TestE2E(t *testing.T) {
 	RegisterFailHandler(Fail)
-	RunSpecs(t, "service-provider-kro e2e")
+	backend, err := env.BackendFromEnvironment()
+	if err != nil {
+		t.Fatal(err)
+	}
+	suiteConfig, reporterConfig := GinkgoConfiguration()
+	suiteConfig.LabelFilter = backendLabelFilter(backend, suiteConfig.LabelFilter)
+	RunSpecs(t, "service-provider-kro e2e", suiteConfig, reporterConfig)
+}
+
+// backendLabelFilter narrows the label filter to the backend's specs: with kind clusters
+// only the specs labelled kind run (the others start processes and kwok clusters of their
+// own); with processes every spec but those.
+func backendLabelFilter(backend env.Backend, filter string) string {
+	own := "!kind"
+	if backend == env.BackendKind {
+		own = "kind"
+	}
+	if filter == "" {
+		return own
+	}
+	return "(" + filter + ") && " + own
 }
 
 var (
@@ -58,9 +78,9 @@ var _ = BeforeSuite(func() {
 	}
 	Expect(err).NotTo(HaveOccurred())
 	fmt.Fprintf(GinkgoWriter, "backend %s; processes log into %s\n", backend, logDir)
-	if !Label().MatchesLabelFilter(GinkgoLabelFilter()) {
+	if backend == env.BackendKind || !Label().MatchesLabelFilter(GinkgoLabelFilter()) {
 		// Only the lifecycle specs, which carry no label, use the shared environment; the
-		// labelled containers (openmcp, faults) start environments of their own.
+		// labelled containers (openmcp, faults, kind) start environments of their own.
 		fmt.Fprintf(GinkgoWriter, "the label filter %q leaves out the lifecycle specs: the shared environment is not started\n", GinkgoLabelFilter())
 		DeferCleanup(cancel)
 		return

@@ -31,6 +31,8 @@ type component struct {
 	entrypoint []string
 	// base is a root file system tar below the binary: kube-proxy runs iptables.
 	base string
+	// user is the image's user, "" for root.
+	user string
 }
 
 // kubeadmImages asks kubeadm which images the control plane of KubernetesVersion uses,
@@ -84,6 +86,7 @@ func writeComponent(c component, file string) error {
 		Platforms:  []string{platform},
 		BinaryPath: c.inImage,
 		Entrypoint: c.entrypoint,
+		User:       c.user,
 		Env:        []string{"PATH=" + ociimage.DefaultPATH},
 		Labels:     map[string]string{ociimage.LabelSource: ociimage.Source, ociimage.LabelTitle: path.Base(c.inImage)},
 		RootFS:     rootfs.FS,

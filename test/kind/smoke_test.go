@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	kindcluster "sigs.k8s.io/kind/pkg/cluster"
 )
 
 // TestSmoke is the kind backend's first proof: a cluster from the offline node image
@@ -29,7 +30,7 @@ func TestSmoke(t *testing.T) {
 	if !DockerAnswers(ctx) {
 		t.Skip("no Docker engine answers `docker info`; the kind tests need one")
 	}
-	log := testLog(t)
+	log := testLog()
 	start := time.Now()
 	image, err := NodeImage(ctx, log)
 	if err != nil {
@@ -71,7 +72,18 @@ func TestSmoke(t *testing.T) {
 		t.Fatalf("nodes: %+v", nodes.Items)
 	}
 
-	// The control plane's own pods run from the images built from binaries.
+	controlPlaneRunning(ctx, t, cs)
+
+	runLocalImage(ctx, t, log, p, name, cs)
+	if out, err := exec.CommandContext(ctx, "docker", "stats", "--no-stream", "--format", "{{.Name}} {{.MemUsage}}", name+"-control-plane").Output(); err == nil {
+		t.Logf("memory of the node: %s", strings.TrimSpace(string(out)))
+	}
+}
+
+// controlPlaneRunning waits until the control plane's own pods, kube-proxy and CoreDNS run
+// Ready: all from the images built from binaries.
+func controlPlaneRunning(ctx context.Context, t *testing.T, cs *kubernetes.Clientset) {
+	t.Helper()
 	waitFor(ctx, t, "kube-system's pods Running and Ready (API server, controller manager, scheduler, etcd, kube-proxy, CoreDNS)", func() (bool, string) {
 		pods, err := cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -95,7 +107,12 @@ func TestSmoke(t *testing.T) {
 		return true, ""
 	})
 
-	// A pod from an image built here from a binary, loaded into the node.
+}
+
+// runLocalImage runs a pod from an image built here from a binary (kubectl, which prints
+// its version), loaded into the node the way `kind load image-archive` loads it.
+func runLocalImage(ctx context.Context, t *testing.T, log io.Writer, p *kindcluster.Provider, name string, cs *kubernetes.Clientset) {
+	t.Helper()
 	archive := filepath.Join(t.TempDir(), "smoke.tar")
 	kubectl, err := testenvTool(ctx, log, "kubectl")
 	if err != nil {
@@ -137,9 +154,6 @@ func TestSmoke(t *testing.T) {
 	}
 	if !strings.Contains(string(logs), "Client Version: "+KubernetesVersion) {
 		t.Fatalf("the smoke pod printed %q, want kubectl's client version %s", logs, KubernetesVersion)
-	}
-	if out, err := exec.CommandContext(ctx, "docker", "stats", "--no-stream", "--format", "{{.Name}} {{.MemUsage}}", name+"-control-plane").Output(); err == nil {
-		t.Logf("memory of the node: %s", strings.TrimSpace(string(out)))
 	}
 }
 
@@ -186,7 +200,7 @@ func waitFor(ctx context.Context, t *testing.T, what string, cond func() (bool, 
 	t.Fatalf("waiting for %s: last seen %s", what, last)
 }
 
-func testLog(t *testing.T) io.Writer {
+func testLog() io.Writer {
 	if testing.Verbose() {
 		return os.Stderr
 	}
@@ -200,4 +214,54 @@ func testenvTool(ctx context.Context, log io.Writer, name string) (string, error
 		}
 	}
 	return "", os.ErrNotExist
+}
+
+// TestPrivilegedProbeForcedYesRunsKindUnmodified forces the probe's answer to "the engine
+// starts privileged containers" and checks that kind then runs as it is: no wrapper goes
+// on PATH, and kind's own `docker run --privileged` reaches the engine. Where the engine
+// refuses privileged containers (as these machines' does), kind's create fails with that
+// command in its error; where it allows them, the cluster comes up.
+func TestPrivilegedProbeForcedYesRunsKindUnmodified(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
+	defer cancel()
+	if !DockerAnswers(ctx) {
+		t.Skip("no Docker engine answers `docker info`; the kind tests need one")
+	}
+	log := testLog()
+	image, err := NodeImage(ctx, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(PrivilegedEnv, "")
+	allowed, reason, err := Privileged(ctx, image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the engine itself: privileged allowed %t (%s)", allowed, reason)
+
+	t.Setenv(PrivilegedEnv, "yes")
+	path := os.Getenv("PATH")
+	wrapped, restore, err := PrepareDocker(ctx, log, image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer restore()
+	if wrapped || os.Getenv("PATH") != path {
+		t.Fatalf("forced yes: wrapped %t, PATH %q (was %q)", wrapped, os.Getenv("PATH"), path)
+	}
+	p := Provider(log)
+	name := "kro-unmodified"
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	err = Create(ctx, p, name, image, kubeconfig)
+	t.Cleanup(func() { _ = p.Delete(name, kubeconfig) })
+	switch {
+	case allowed && err != nil:
+		t.Fatalf("the engine allows privileged containers, yet kind failed: %v", err)
+	case !allowed && err == nil:
+		t.Fatal("the engine refuses privileged containers, yet kind created a cluster without the wrapper")
+	case !allowed && !strings.Contains(err.Error(), "--privileged"):
+		t.Fatalf("kind failed, but not in its own docker run --privileged: %v", err)
+	case !allowed:
+		t.Logf("kind unmodified failed as expected: %s", firstLine(err.Error()))
+	}
 }

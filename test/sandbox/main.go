@@ -308,6 +308,9 @@ func mustBackend() env.Backend {
 	if err != nil {
 		fail(err)
 	}
+	if b == env.BackendKind {
+		fail(fmt.Errorf("the sandbox runs its clusters as processes; kind clusters with the provider, Flux and kro as pods run in the e2e suite: %s=kind go tool task test-e2e", env.BackendVariable))
+	}
 	return b
 }
 

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -38,6 +39,12 @@ type OCIRegistry struct {
 // StartRegistry builds (once) and starts a registry with TLS and basic authentication
 // on a free loopback port. Its data, certificates, configuration and log live in dir.
 func StartRegistry(ctx context.Context, log io.Writer, dir string) (*OCIRegistry, error) {
+	return StartRegistryOn(ctx, log, dir, "127.0.0.1")
+}
+
+// StartRegistryOn is StartRegistry on a free port of the IP address ip, which its serving
+// certificate names: the kind e2e serves its pods from the kind network's gateway.
+func StartRegistryOn(ctx context.Context, log io.Writer, dir, ip string) (*OCIRegistry, error) {
 	bin, err := Registry.Path(ctx, log)
 	if err != nil {
 		return nil, err
@@ -45,15 +52,17 @@ func StartRegistry(ctx context.Context, log io.Writer, dir string) (*OCIRegistry
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	addr, err := FreeLoopbackAddr()
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
 		return nil, err
 	}
+	addr := l.Addr().String()
+	_ = l.Close()
 	ca, err := NewCertificateAuthority("testenv registry CA")
 	if err != nil {
 		return nil, err
 	}
-	certPEM, keyPEM, err := ca.ServerCertificate("127.0.0.1", "localhost")
+	certPEM, keyPEM, err := ca.ServerCertificate(ip, "localhost")
 	if err != nil {
 		return nil, err
 	}

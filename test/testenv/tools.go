@@ -106,7 +106,8 @@ func (t Tool) key(root string) (string, error) {
 	}
 	for _, f := range append([]string{filepath.Join(root, t.ModuleDir, "go.mod"), filepath.Join(root, t.ModuleDir, "go.sum")}, files...) {
 		data, err := os.ReadFile(f)
-		if err != nil && !(errors.Is(err, os.ErrNotExist) && filepath.Base(f) == "go.sum") {
+		noSum := errors.Is(err, os.ErrNotExist) && filepath.Base(f) == "go.sum" // a module without dependencies
+		if err != nil && !noSum {
 			return "", fmt.Errorf("reading wrapper module of %s: %w", t.Name, err)
 		}
 		fmt.Fprintf(h, "%s %d\n", filepath.Base(f), len(data))

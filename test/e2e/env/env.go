@@ -7,9 +7,9 @@
 // namespace.
 //
 // Two backends provide the clusters (see Backend): processes (envtest API servers and
-// kwok ControlPlanes; the default, needs only Go) and kind (one kind cluster per role;
-// needs a Docker engine). Flux, the registry and the provider run as local processes in
-// both and reach the clusters through their kubeconfigs.
+// kwok ControlPlanes; the default, needs only Go), where Flux, the registry and the
+// provider run as local processes, and kind (needs Docker), where the provider, Flux and
+// kro run as pods the way a platform team deploys them (kind.go).
 package env
 
 import (
@@ -48,8 +48,9 @@ const (
 	// (kube-apiserver, controller-manager, scheduler and fake nodes as processes) for the
 	// ControlPlanes, and kro's controller as a process against each ControlPlane.
 	BackendProcess Backend = "process"
-	// BackendKind means one kind cluster per role (onboarding, platform, each ControlPlane);
-	// kro runs in the ControlPlanes as its chart deploys it.
+	// BackendKind means kind clusters from the offline node image (test/kind): a platform
+	// cluster that is the onboarding cluster too, where the provider and Flux run as pods,
+	// and one per ControlPlane, where kro runs as its chart deploys it (see kind.go).
 	BackendKind Backend = "kind"
 )
 
@@ -154,6 +155,7 @@ type Env struct {
 	providerArgs             []string
 	replicas                 []*Replica
 	fluxShards               []*testenv.Flux
+	kind                     *kindBackend
 }
 
 // Start builds what is missing and starts the whole environment: the clusters, the
@@ -162,6 +164,9 @@ type Env struct {
 // error whatever was started is stopped again; otherwise call Stop.
 func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	opts.defaults()
+	if opts.Backend == BackendKind {
+		return startKind(ctx, opts)
+	}
 	dir, err := filepath.Abs(opts.Dir)
 	if err != nil {
 		return nil, err
@@ -188,8 +193,6 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	switch opts.Backend {
 	case BackendProcess:
 		err = e.startProcessBackend(ctx, opts)
-	case BackendKind:
-		err = e.startKindBackend(ctx, opts)
 	default:
 		err = fmt.Errorf("unknown backend %q", opts.Backend)
 	}

@@ -4,142 +4,205 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
-	"time"
+	"strings"
 
-	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kindcluster "sigs.k8s.io/kind/pkg/cluster"
-	kindcmd "sigs.k8s.io/kind/pkg/cmd"
 
+	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers"
+	"github.com/openmcp-project/service-provider-kro/test/kind"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
 
-// kindCluster is one kind cluster the kind backend creates.
-type kindCluster struct {
-	// role is "onboarding", "platform" or the ControlPlane's name; name is the kind
-	// cluster's name (the prefix and the role).
-	role, name string
-	config     *v1alpha4.Cluster
+// KindPodNamespace is the provider's namespace in the kind backend: the one config/ installs.
+const KindPodNamespace = "service-provider-kro-system"
+
+// kindBackend holds what the kind backend started.
+type kindBackend struct {
+	provider *kindcluster.Provider
+	// clusters are the kind clusters' names, platform first.
+	clusters []string
+	// kubeconfigs are the files of the clusters' kubeconfigs, by role; they name the API
+	// servers at the nodes' addresses on kind's network, which the host and every pod reach.
+	kubeconfigs map[string]string
+	// Kubectl is the kubectl binary (the Kubernetes release of the nodes).
+	kubectl string
+	// wrapped says whether kind ran through the docker wrapper.
+	wrapped bool
+	restore func()
 }
 
-// kindClusters plans the kind backend's clusters: one per role, each a single node whose
-// API server listens on 127.0.0.1, where the provider, Flux and the registry run as local
-// processes and reach it. The node image is kind's default for its version.
-func kindClusters(prefix string, controlPlanes []ControlPlaneRef) []kindCluster {
-	roles := []string{"onboarding", "platform"}
-	for _, cp := range controlPlanes {
-		roles = append(roles, cp.Name)
+// startKind starts the kind backend: a platform cluster, which is the onboarding cluster
+// too, and one cluster per ControlPlane, all from the offline node image. The registry
+// runs on the host at kind's network gateway, with kro's charts; Flux's controllers run as
+// pods on the platform cluster and kro's image is loaded into each ControlPlane's node.
+// The provider is installed by the commands of docs/operations.md (InstallProvider), which
+// the specs run themselves.
+func startKind(ctx context.Context, opts Options) (_ *Env, err error) {
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, err
 	}
-	out := make([]kindCluster, 0, len(roles))
-	for _, role := range roles {
-		cfg := &v1alpha4.Cluster{
-			TypeMeta:   v1alpha4.TypeMeta{Kind: "Cluster", APIVersion: "kind.x-k8s.io/v1alpha4"},
-			Nodes:      []v1alpha4.Node{{Role: v1alpha4.ControlPlaneRole}},
-			Networking: v1alpha4.Networking{APIServerAddress: "127.0.0.1"},
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if !kind.DockerAnswers(ctx) {
+		return nil, fmt.Errorf("%s=%s needs a Docker engine, and `docker info` does not answer", BackendVariable, BackendKind)
+	}
+	kb := &kindBackend{provider: kind.Provider(opts.Log), kubeconfigs: map[string]string{}, restore: func() {}}
+	e := &Env{
+		Backend: BackendKind, Dir: dir, ProviderName: opts.ProviderName, PodNamespace: KindPodNamespace,
+		log: opts.Log, kind: kb,
+	}
+	e.stopBackend = func() error { return e.stopKind() }
+	defer func() {
+		if err != nil {
+			_ = e.Stop()
 		}
-		out = append(out, kindCluster{role: role, name: prefix + role, config: cfg})
-	}
-	return out
-}
+	}()
 
-// DockerAnswers says whether a Docker engine answers `docker info`.
-func DockerAnswers(ctx context.Context) bool {
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	return exec.CommandContext(ctx, "docker", "info").Run() == nil
-}
-
-// startKindBackend creates one kind cluster per role (sigs.k8s.io/kind as a library,
-// Docker as node provider) and runs the registry and Flux as local processes against
-// the platform kind cluster, the way the process backend does: Flux's controllers reach
-// the ControlPlanes through the kubeconfigs in the tenant namespaces, which point at the
-// kind API servers' ports on 127.0.0.1, and pull the chart from the registry on loopback.
-// kro runs inside each ControlPlane, from the image its chart names, so the Docker host
-// must be able to pull that image.
-//
-// This path needs a Docker engine; it has not been run on the machines this project is
-// developed and tested on, which have none.
-func (e *Env) startKindBackend(ctx context.Context, opts Options) error {
-	if !DockerAnswers(ctx) {
-		return fmt.Errorf("%s=%s needs a Docker engine, and `docker info` does not answer", BackendVariable, BackendKind)
-	}
-	provider := kindcluster.NewProvider(kindcluster.ProviderWithDocker(), kindcluster.ProviderWithLogger(kindcmd.NewLogger()))
-	kubeconfigDir := filepath.Join(e.Dir, "kind")
-	var created []string
-	deleteAll := func() error {
-		var errs []error
-		for i := len(created) - 1; i >= 0; i-- {
-			errs = append(errs, provider.Delete(created[i], filepath.Join(kubeconfigDir, created[i]+".kubeconfig")))
-		}
-		return errors.Join(errs...)
-	}
-	var flux *testenv.Flux
-	e.stopBackend = func() error {
-		return errors.Join(flux.Stop(), e.Registry.Stop(), deleteAll())
-	}
-	byRole := map[string]*Cluster{}
-	for _, kc := range kindClusters(opts.KindClusterPrefix, opts.ControlPlanes) {
-		role, name := kc.role, kc.name
-		if err := e.step("kind cluster "+role, func() error {
-			if err := provider.Create(name,
-				kindcluster.CreateWithV1Alpha4Config(kc.config),
-				kindcluster.CreateWithKubeconfigPath(filepath.Join(kubeconfigDir, name+".kubeconfig")),
-				kindcluster.CreateWithWaitForReady(3*time.Minute),
-				kindcluster.CreateWithDisplayUsage(false),
-				kindcluster.CreateWithDisplaySalutation(false),
-			); err != nil {
-				return err
-			}
-			created = append(created, name)
-			kc, err := provider.KubeConfig(name, false)
-			if err != nil {
-				return err
-			}
-			c, err := newCluster(role, []byte(kc))
-			if err != nil {
-				return err
-			}
-			byRole[role] = c
-			return nil
-		}); err != nil {
-			return err
-		}
-	}
-	e.Onboarding, e.Platform = byRole["onboarding"], byRole["platform"]
-	for _, ref := range opts.ControlPlanes {
-		e.ControlPlanes = append(e.ControlPlanes, &ControlPlane{Cluster: *byRole[ref.Name], Namespace: ref.Namespace})
-	}
-	if err := e.step("flux CRDs", func() error {
-		dirs, err := testenv.FluxCRDDirs(ctx)
+	var image string
+	if err := e.step("kind node image", func() error {
+		image, err = kind.NodeImage(ctx, opts.Log)
 		if err != nil {
 			return err
 		}
-		return testenv.InstallCRDs(e.Platform.Config, dirs...)
-	}); err != nil {
+		kb.wrapped, kb.restore, err = kind.PrepareDocker(ctx, opts.Log, image)
 		return err
+	}); err != nil {
+		return nil, err
+	}
+	if err := e.step("kubectl", func() error {
+		kb.kubectl, err = testenv.Kubectl.Path(ctx, opts.Log)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	roles := []string{"platform"}
+	for _, cp := range opts.ControlPlanes {
+		roles = append(roles, cp.Name)
+	}
+	byRole := map[string]*Cluster{}
+	for _, role := range roles {
+		name := opts.KindClusterPrefix + role
+		if err := e.step("kind cluster "+role, func() error {
+			c, err := kb.create(ctx, dir, role, name, image)
+			byRole[role] = c
+			return err
+		}); err != nil {
+			return nil, err
+		}
+	}
+	e.Platform, e.Onboarding = byRole["platform"], byRole["platform"]
+	for _, ref := range opts.ControlPlanes {
+		cp := &ControlPlane{Cluster: *byRole[ref.Name], Namespace: ref.Namespace}
+		kro := &v1alpha1.Kro{ObjectMeta: metav1.ObjectMeta{Name: ref.Name, Namespace: ref.Namespace}}
+		if cp.TenantNamespace, err = controllers.TenantNamespace(kro); err != nil {
+			return nil, err
+		}
+		e.ControlPlanes = append(e.ControlPlanes, cp)
+		if err := createIfMissing(ctx, e.Onboarding.Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ref.Namespace}}); err != nil {
+			return nil, err
+		}
 	}
 	if err := e.step("registry", func() error {
-		var err error
-		e.Registry, err = testenv.StartRegistry(ctx, e.log, filepath.Join(e.Dir, "registry"))
-		return err
-	}); err != nil {
-		return err
-	}
-	if err := e.step("publish charts", func() error {
+		gw, err := kindGateway(ctx)
+		if err != nil {
+			return err
+		}
+		e.Registry, err = testenv.StartRegistryOn(ctx, opts.Log, filepath.Join(dir, "registry"), gw)
+		if err != nil {
+			return err
+		}
 		e.ChartURL = e.Registry.URL("charts/kro")
-		return testenv.PublishKroCharts(ctx, e.log, e.Registry, filepath.Join(e.Dir, "publish"), "charts", testenv.KroChartVersions...)
+		return testenv.PublishKroCharts(ctx, opts.Log, e.Registry, filepath.Join(dir, "publish"), "charts", testenv.KroChartVersions...)
 	}); err != nil {
-		return err
+		return nil, err
 	}
-	return e.step("flux", func() error {
-		var err error
-		flux, err = testenv.StartFlux(ctx, e.log, testenv.FluxOptions{
-			Kubeconfig: e.Platform.Kubeconfig,
-			Dir:        filepath.Join(e.Dir, "flux"),
-			CAs:        [][]byte{e.Registry.CA.CertPEM},
-		})
-		e.faults.flux = flux
-		return err
-	})
+	if err := e.step("images", func() error { return e.loadKindImages(ctx) }); err != nil {
+		return nil, err
+	}
+	if err := e.step("flux", func() error { return e.installFlux(ctx) }); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// create creates one kind cluster and returns it with the kubeconfig other containers use.
+func (kb *kindBackend) create(ctx context.Context, dir, role, name, image string) (*Cluster, error) {
+	hostKubeconfig := filepath.Join(dir, "kind", name+".host.kubeconfig")
+	if err := os.MkdirAll(filepath.Dir(hostKubeconfig), 0o755); err != nil {
+		return nil, err
+	}
+	_ = kb.provider.Delete(name, hostKubeconfig) // a cluster left by an interrupted run
+	if err := kind.Create(ctx, kb.provider, name, image, hostKubeconfig); err != nil {
+		return nil, err
+	}
+	kb.clusters = append(kb.clusters, name)
+	kc, err := kind.InternalKubeconfig(ctx, kb.provider, name)
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, "kind", role+".kubeconfig")
+	if err := os.WriteFile(path, kc, 0o600); err != nil {
+		return nil, err
+	}
+	kb.kubeconfigs[role] = path
+	return newCluster(role, kc)
+}
+
+// KindCluster is the kind cluster's name of a role ("platform" or a ControlPlane's name).
+func (e *Env) KindCluster(role string) string {
+	for _, n := range e.kind.clusters {
+		if strings.HasSuffix(n, "-"+role) {
+			return n
+		}
+	}
+	return ""
+}
+
+// KindKubeconfig is the kubeconfig file of a role's kind cluster.
+func (e *Env) KindKubeconfig(role string) string { return e.kind.kubeconfigs[role] }
+
+// Kubectl is the kubectl binary of the kind backend.
+func (e *Env) Kubectl() string { return e.kind.kubectl }
+
+// DockerWrapped says whether kind ran through the docker wrapper.
+func (e *Env) DockerWrapped() bool { return e.kind.wrapped }
+
+// stopKind deletes the kind clusters and stops the registry.
+func (e *Env) stopKind() error {
+	kb := e.kind
+	var errs []error
+	if e.Registry != nil {
+		errs = append(errs, e.Registry.Stop())
+	}
+	if os.Getenv("KIND_RETAIN") == "" {
+		for i := len(kb.clusters) - 1; i >= 0; i-- {
+			errs = append(errs, kb.provider.Delete(kb.clusters[i], ""))
+		}
+	}
+	kb.restore()
+	return errors.Join(errs...)
+}
+
+// kindGateway is the IPv4 gateway of kind's Docker network: the host's address as the
+// nodes and their pods see it.
+func kindGateway(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, "docker", "network", "inspect", "kind",
+		"-f", "{{range .IPAM.Config}}{{.Gateway}} {{end}}").Output()
+	if err != nil {
+		return "", fmt.Errorf("kind's network: %w", err)
+	}
+	for _, gw := range strings.Fields(string(out)) {
+		if !strings.Contains(gw, ":") {
+			return gw, nil
+		}
+	}
+	return "", fmt.Errorf("kind's network has no IPv4 gateway: %q", out)
 }

@@ -1,0 +1,149 @@
+package env
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/openmcp-project/service-provider-kro/test/testenv"
+)
+
+// Where docs/operations.md keeps the commands the kind backend runs as they are written.
+const (
+	operationsDoc         = "docs/operations.md"
+	installHeading        = "## Installing without openmcp"
+	giveControlPlaneTitle = "### Giving a ControlPlane to the provider (standalone)"
+)
+
+// DocCommands returns the ```sh blocks of a Markdown file's section: those after the
+// heading line and before the next heading of the same or a higher level.
+func DocCommands(file, heading string) ([]string, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	level := strings.Index(heading, " ")
+	var blocks []string
+	in, inBlock := false, false
+	var cur strings.Builder
+	for _, line := range strings.Split(string(data), "\n") {
+		if !inBlock && strings.HasPrefix(line, "#") {
+			l := strings.Index(line, " ")
+			if line == heading {
+				in = true
+				continue
+			}
+			if in && l > 0 && l <= level {
+				break
+			}
+		}
+		switch {
+		case in && !inBlock && line == "```sh":
+			inBlock = true
+			cur.Reset()
+		case inBlock && line == "```":
+			inBlock = false
+			blocks = append(blocks, cur.String())
+		case inBlock:
+			cur.WriteString(line + "\n")
+		}
+	}
+	if len(blocks) == 0 {
+		return nil, fmt.Errorf("%s: no sh block under %q", file, heading)
+	}
+	return blocks, nil
+}
+
+// InstallProvider installs the provider on the platform cluster (which is the onboarding
+// cluster too) by running the commands of docs/operations.md, "Installing without
+// openmcp", as they are written, in a folder holding a copy of config/ and the kubeconfigs
+// onboarding.yaml and platform.yaml, with the environment's kubectl first on PATH. It then
+// gives the provider the registry's pull secret and the environment's ProviderConfig (the
+// documented sample is applied, then replaced: it names registry.example.com), and each
+// ControlPlane by the commands of "Giving a ControlPlane to the provider". It returns the
+// commands' output.
+func (e *Env) InstallProvider(ctx context.Context) (string, error) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	doc := filepath.Join(root, operationsDoc)
+	install, err := DocCommands(doc, installHeading)
+	if err != nil {
+		return "", err
+	}
+	give, err := DocCommands(doc, giveControlPlaneTitle)
+	if err != nil {
+		return "", err
+	}
+	if len(install) < 2 || !strings.Contains(install[1], "apply -k config/platform") {
+		return "", fmt.Errorf("%s: the second sh block of %q is not the kustomize install:\n%s", operationsDoc, installHeading, strings.Join(install, "\n---\n"))
+	}
+	work := filepath.Join(e.Dir, "install")
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.CopyFS(filepath.Join(work, "config"), os.DirFS(filepath.Join(root, "config"))); err != nil && !os.IsExist(err) {
+		return "", err
+	}
+	kc, err := os.ReadFile(e.KindKubeconfig("platform"))
+	if err != nil {
+		return "", err
+	}
+	for _, f := range []string{"onboarding.yaml", "platform.yaml"} {
+		if err := os.WriteFile(filepath.Join(work, f), kc, 0o600); err != nil {
+			return "", err
+		}
+	}
+	var log bytes.Buffer
+	if err := e.sh(ctx, work, &log, install[1]); err != nil {
+		return log.String(), err
+	}
+	pc := e.Platform.Client
+	if err := createIfMissing(ctx, pc, e.Registry.PullSecret(e.PodNamespace, PullSecretName)); err != nil {
+		return log.String(), err
+	}
+	want := e.ProviderConfig()
+	got := want.DeepCopy()
+	if err := pc.Get(ctx, client.ObjectKeyFromObject(want), got); err != nil {
+		return log.String(), fmt.Errorf("the documented sample ProviderConfig: %w", err)
+	}
+	got.Spec = want.Spec
+	if err := pc.Update(ctx, got); err != nil {
+		return log.String(), err
+	}
+	for _, cp := range e.ControlPlanes {
+		if err := createIfMissing(ctx, pc, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: cp.TenantNamespace}}); err != nil {
+			return log.String(), err
+		}
+		if err := os.WriteFile(filepath.Join(work, "cp.yaml"), cp.Kubeconfig, 0o600); err != nil {
+			return log.String(), err
+		}
+		if err := e.sh(ctx, work, &log, give[0], "KUBECONFIG=platform.yaml", "TENANT_NS="+cp.TenantNamespace); err != nil {
+			return log.String(), err
+		}
+	}
+	return log.String(), waitDeploymentAvailable(ctx, pc, e.PodNamespace, "service-provider-kro", 3*time.Minute)
+}
+
+// sh runs a documented block of commands with bash -euo pipefail in dir.
+func (e *Env) sh(ctx context.Context, dir string, log *bytes.Buffer, script string, env ...string) error {
+	fmt.Fprintf(log, "$ %s", script)
+	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
+	cmd.Dir = dir
+	cmd.Env = append(append(os.Environ(), "PATH="+filepath.Dir(e.Kubectl())+string(os.PathListSeparator)+os.Getenv("PATH")), env...)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("running the commands of %s: %w\n%s", operationsDoc, err, log.String())
+	}
+	return nil
+}
