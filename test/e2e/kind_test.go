@@ -103,6 +103,9 @@ var _ = Describe("on kind clusters", Ordered, Label("kind"), func() {
 				expectKroRunning(g, cp2, "0.9.4")
 			})
 		})
+		mem, err := ke.KindNodeMemory(suiteCtx)
+		Expect(err).NotTo(HaveOccurred())
+		fmt.Fprintf(GinkgoWriter, "memory of the kind nodes with the provider, Flux and kro running:\n%s\n", mem)
 	})
 
 	It("counts an RGD Ready, and kro in its pod makes an instance Ready", func() {

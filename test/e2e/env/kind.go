@@ -206,3 +206,14 @@ func kindGateway(ctx context.Context) (string, error) {
 	}
 	return "", fmt.Errorf("kind's network has no IPv4 gateway: %q", out)
 }
+
+// KindNodeMemory is what `docker stats` says each kind node's container uses now, one line
+// per node.
+func (e *Env) KindNodeMemory(ctx context.Context) (string, error) {
+	args := []string{"stats", "--no-stream", "--format", "{{.Name}} {{.MemUsage}}"}
+	for _, c := range e.kind.clusters {
+		args = append(args, c+"-control-plane")
+	}
+	out, err := exec.CommandContext(ctx, "docker", args...).Output()
+	return strings.TrimSpace(string(out)), err
+}
