@@ -97,8 +97,26 @@ func NodeImage(ctx context.Context, log io.Writer) (string, error) {
 		return "", fmt.Errorf("docker build of %s: %w\n%s", tag, err, tail(string(out), 20))
 	}
 	_ = run(ctx, nil, "docker", "rmi", tag+"-rootfs")
+	prune(ctx, dir, key)
 	fmt.Fprintf(log, "kind: imported %s into Docker in %s\n", tag, time.Since(start).Round(time.Second))
 	return tag, nil
+}
+
+// prune removes the node images and root file systems of other inputs (about 1 GB each)
+// from Docker and the cache, keeping key's.
+func prune(ctx context.Context, dir, key string) {
+	out, _ := exec.CommandContext(ctx, "docker", "images", NodeImageRepository, "--format", "{{.Tag}}").Output()
+	for _, t := range strings.Fields(string(out)) {
+		if t != key {
+			_ = run(ctx, nil, "docker", "rmi", NodeImageRepository+":"+t)
+		}
+	}
+	old, _ := filepath.Glob(filepath.Join(dir, "node-*.tar"))
+	for _, f := range old {
+		if filepath.Base(f) != "node-"+key+".tar" {
+			_ = os.Remove(f)
+		}
+	}
 }
 
 // nodeImageKey hashes the node image's inputs: the binaries (their cache folders are named
