@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
@@ -247,7 +246,7 @@ func kindInstance() *unstructured.Unstructured {
 // servicesProxy GETs a path under the provider's namespace through the platform API
 // server's service proxy, which reaches the Service's endpoints.
 func servicesProxy(ke *env.Env, path string) (string, error) {
-	cs, err := kubernetesClient(ke.Platform.Config)
+	cs, err := kubernetes.NewForConfig(ke.Platform.Config)
 	if err != nil {
 		return "", err
 	}
@@ -330,10 +329,6 @@ func rulesOf(data []byte, r roleRef) string {
 	}
 	Fail("no " + r + " in config/rbac")
 	return ""
-}
-
-func kubernetesClient(cfg *rest.Config) (*kubernetes.Clientset, error) {
-	return kubernetes.NewForConfig(cfg)
 }
 
 // shippedRoles are the roles config/rbac binds to the provider.

@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	kindcluster "sigs.k8s.io/kind/pkg/cluster"
+
+	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
 
 // TestSmoke is the kind backend's first proof: a cluster from the offline node image
@@ -114,7 +116,7 @@ func controlPlaneRunning(ctx context.Context, t *testing.T, cs *kubernetes.Clien
 func runLocalImage(ctx context.Context, t *testing.T, log io.Writer, p *kindcluster.Provider, name string, cs *kubernetes.Clientset) {
 	t.Helper()
 	archive := filepath.Join(t.TempDir(), "smoke.tar")
-	kubectl, err := testenvTool(ctx, log, "kubectl")
+	kubectl, err := testenv.Kubectl.Path(ctx, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,15 +207,6 @@ func testLog() io.Writer {
 		return os.Stderr
 	}
 	return io.Discard
-}
-
-func testenvTool(ctx context.Context, log io.Writer, name string) (string, error) {
-	for _, tool := range NodeTools() {
-		if tool.Name == name {
-			return tool.Path(ctx, log)
-		}
-	}
-	return "", os.ErrNotExist
 }
 
 // TestPrivilegedProbeForcedYesRunsKindUnmodified forces the probe's answer to "the engine
