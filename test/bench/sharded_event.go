@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/providers/sharding"
 )
 
@@ -86,6 +87,46 @@ func (s *shardHarness) event(ctx context.Context, kind string, victim *replica) 
 	s.logf("sharded: %s %s: %d moved; detected %.1f s, re-engaged %.1f s (%.0f/s), copies back p99 %s, blocked deletion done %.1f s after the event",
 		kind, victim.id, ev.Moved, ev.SecondsToDetected, ev.SecondsToReengaged, ev.ReengagedPerSecond, ms(ev.CopyRestored.P99), ev.BlockedDeletionSeconds)
 	return *ev, s.waitBalanced(ctx, survivors, waitTimeout)
+}
+
+// prepareBlocked creates a Kro on the dedicated ControlPlane whose owner among members
+// is owner, waits until it is Ready, puts an RGD on its ControlPlane and deletes it, and
+// waits until the deletion is blocked.
+func (s *shardHarness) prepareBlocked(ctx context.Context, owner string, members []string) (*kroRef, client.Object, error) {
+	var name string
+	for j := 1; ; j++ {
+		name = fmt.Sprintf("ded-%d-%d", s.events, j)
+		if sharding.Owner(kroNamespace+"/"+name, members) == owner {
+			break
+		}
+	}
+	ref := s.newRef(name, versionDedicated, s.dedicated[0], 0)
+	if err := s.grantAll(ctx, []*kroRef{ref}); err != nil {
+		return nil, nil, err
+	}
+	s.mu.Lock()
+	s.extra = append(s.extra, kroNamespace+"/"+name)
+	s.mu.Unlock()
+	if err := s.createKro(ctx, ref); err != nil {
+		return nil, nil, err
+	}
+	if _, err := s.tr.wait(ctx, []string{"ready|" + string(ref.uid)}, "the dedicated Kro to be Ready"); err != nil {
+		return nil, nil, err
+	}
+	u := rgd(fmt.Sprintf("sharded-%d", s.events))
+	if err := s.ded[0].Create(ctx, u); err != nil {
+		return nil, nil, fmt.Errorf("creating RGD: %w", err)
+	}
+	if _, err := s.tr.wait(ctx, []string{"rgds|" + string(ref.uid)}, "the Kro to count the RGD"); err != nil {
+		return nil, nil, err
+	}
+	if err := s.ob.Delete(ctx, &v1alpha1.Kro{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: kroNamespace}}); err != nil {
+		return nil, nil, err
+	}
+	if _, err := s.tr.wait(ctx, []string{"blocked|" + string(ref.uid)}, "the deletion to be blocked"); err != nil {
+		return nil, nil, err
+	}
+	return ref, u, nil
 }
 
 // leave kills, stops or cuts off victim; the channel gets the outcome once the process
