@@ -19,6 +19,7 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/controllers/chartparts"
+	"github.com/openmcp-project/service-provider-kro/controllers/versions"
 )
 
 // What kro's chart would have put on the ControlPlane besides the Deployment, when kro
@@ -89,10 +90,10 @@ func (r *KroReconciler) reconcileControlPlaneParts(ctx context.Context, s *scope
 	artifact := s.repo.Status.Artifact
 	if artifact == nil || artifact.URL == "" || !strings.HasPrefix(artifact.Revision, s.version.ChartVersion+"@") {
 		s.obs.set(v1alpha1.ConditionWorkloadClusterReady, metav1.ConditionFalse, v1alpha1.ReasonReconciling,
-			fmt.Sprintf("waiting for source-controller to fetch chart %s:%s: kro's CRDs and RBAC for the ControlPlane come from it", chartURL(s.version), s.version.ChartVersion))
+			fmt.Sprintf("waiting for source-controller to fetch chart %s:%s: kro's CRDs and RBAC for the ControlPlane come from it", versions.ChartURL(s.version), s.version.ChartVersion))
 		return waiting, nil
 	}
-	values, err := versionValues(s.version)
+	values, err := versions.VersionValues(s.version)
 	if err != nil {
 		return proceed, err
 	}
@@ -108,7 +109,7 @@ func (r *KroReconciler) reconcileControlPlaneParts(ctx context.Context, s *scope
 		ReleaseName: ReleaseName, Namespace: KroNamespace, Values: values, ServiceAccount: kroServiceAccount,
 	})
 	if err != nil {
-		return proceed, fmt.Errorf("reading kro's CRDs and RBAC from chart %s:%s: %w", chartURL(s.version), s.version.ChartVersion, err)
+		return proceed, fmt.Errorf("reading kro's CRDs and RBAC from chart %s:%s: %w", versions.ChartURL(s.version), s.version.ChartVersion, err)
 	}
 	s.chartExtras = parts.OffersDeploymentExtras()
 	if what, err := helmOwnedOnControlPlane(ctx, s.access.Reader, parts.Objects()); err != nil {
@@ -173,26 +174,6 @@ func (r *KroReconciler) requestKroAccess(ctx context.Context, s *scope, parts *c
 		return fmt.Errorf("on the ControlPlane: %w", err)
 	}
 	return access.Request(ctx, client.ObjectKeyFromObject(s.kro), parts.BoundClusterRoles())
-}
-
-// versionValues are the version's Helm values as a map.
-func versionValues(v *v1alpha1.KroVersion) (map[string]any, error) {
-	values, err := valuesMap(v.HelmValues)
-	if err != nil {
-		return nil, fmt.Errorf("version %s: %w", v.Version, err)
-	}
-	return values, nil
-}
-
-// valuesMap is Helm values as a map; none give an empty one.
-func valuesMap(raw *apiextensionsv1.JSON) (map[string]any, error) {
-	values := map[string]any{}
-	if raw != nil && len(raw.Raw) > 0 {
-		if err := json.Unmarshal(raw.Raw, &values); err != nil {
-			return nil, fmt.Errorf("helmValues: %w", err)
-		}
-	}
-	return values, nil
 }
 
 func partsHash(digest string, values map[string]any) string {

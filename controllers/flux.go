@@ -83,7 +83,7 @@ func (r *KroReconciler) reconcileHelmRelease(ctx context.Context, s *scope) (res
 			return proceed, err
 		}
 	}
-	if err := s.record.annotate(hr); err != nil {
+	if err := s.record.Annotate(hr); err != nil {
 		return proceed, err
 	}
 	var shardWait string

@@ -25,6 +25,7 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
+	"github.com/openmcp-project/service-provider-kro/controllers/versions"
 )
 
 // The earlier provider, openmcp-project/service-provider-kro up to v1.3.0, installs kro
@@ -238,7 +239,7 @@ func (r *KroReconciler) deleteExactly(ctx context.Context, obj client.Object, wh
 // carry no manager's label and still hold exactly the source's type and data. A secret
 // of the same name with other data is someone's own and stays.
 func (r *KroReconciler) removeEarlierImageCopies(ctx context.Context, s *scope, hr *helmv2.HelmRelease) error {
-	names, err := imagePullSecretNames(&v1alpha1.KroVersion{Version: "of the earlier HelmRelease", HelmValues: hr.Spec.Values})
+	names, err := versions.ImagePullSecretNames(&v1alpha1.KroVersion{Version: "of the earlier HelmRelease", HelmValues: hr.Spec.Values})
 	if err != nil {
 		return nil // values the earlier provider wrote that name nothing readable: no copies to find
 	}

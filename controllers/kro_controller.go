@@ -24,6 +24,8 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/controllers/chartparts"
+	"github.com/openmcp-project/service-provider-kro/controllers/rollout"
+	"github.com/openmcp-project/service-provider-kro/controllers/versions"
 	"github.com/openmcp-project/service-provider-kro/providers/sharding"
 )
 
@@ -118,10 +120,10 @@ type scope struct {
 	// site is where kro runs: the ControlPlane's kro-system, or the tenant's namespace on
 	// the workload cluster; set once both are reached.
 	site kroSite
-	// record is what the HelmRelease records of the rollout (admission.go).
-	record releaseRecord
+	// record is what the HelmRelease records of the rollout (rollout/admission.go).
+	record rollout.Record
 	// gate: a rollout is updating the Kro, so its reconciles read kro's health on the
-	// ControlPlane (rollout_health.go).
+	// ControlPlane (rollout/health.go, kro_rollout.go).
 	gate bool
 	// chartExtras: the chart offers the deployment.extra* values, for kro on a workload
 	// cluster (controlplane_parts.go).
@@ -225,7 +227,7 @@ func (r *KroReconciler) getKro(ctx context.Context, req ctrl.Request) (*v1alpha1
 // newScope starts a reconcile of the Kro. Its tenant namespace stays empty when it cannot
 // be derived (see noTenantNamespace).
 func newScope(kro *v1alpha1.Kro) *scope {
-	s := &scope{kro: kro, before: kro.Status.DeepCopy(), pollInterval: defaultPollInterval()}
+	s := &scope{kro: kro, before: kro.Status.DeepCopy(), pollInterval: versions.DefaultPollInterval()}
 	s.tenantNamespace, s.tenantNamespaceErr = TenantNamespace(kro)
 	return s
 }
@@ -413,9 +415,4 @@ func (r *KroReconciler) concurrency() int {
 		return r.MaxConcurrentReconciles
 	}
 	return 10
-}
-
-func defaultPollInterval() time.Duration {
-	d, _ := time.ParseDuration(v1alpha1.DefaultPollInterval)
-	return d
 }

@@ -22,7 +22,7 @@ import (
 	"github.com/openmcp-project/service-provider-kro/controllers/foreign"
 )
 
-// kro's health on a ControlPlane, as a rollout's gate reads it (rollout_health.go): the
+// kro's health on a ControlPlane, as a rollout's gate reads it (rollout/health.go, kro_rollout.go): the
 // Ready condition of the instances of the kinds kro generated, and kro's Deployment.
 //
 // Neither is cached: a watch of every generated kind and of Deployments would hold

@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/versions"
 )
 
 // Markers: one method per thing that can happen to a Kro, each setting the condition
@@ -32,7 +33,7 @@ func (o *observation) versionNotOffered(version, providerConfig string, offered 
 func (o *observation) versionResolved(v *v1alpha1.KroVersion) {
 	o.placement = v1alpha1.PlacementOf(v)
 	o.set(v1alpha1.ConditionVersionResolved, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, fmt.Sprintf(
-		"version %s resolves to chart %s:%s", v.Version, chartURL(v), v.ChartVersion))
+		"version %s resolves to chart %s:%s", v.Version, versions.ChartURL(v), v.ChartVersion))
 }
 
 // invalidVersion: the version's entry cannot be used (its helmValues are no JSON object).
@@ -47,7 +48,7 @@ func (o *observation) versionHeldBack(v *v1alpha1.KroVersion, running, update st
 	o.placement = v1alpha1.PlacementOf(v)
 	o.set(v1alpha1.ConditionVersionResolved, metav1.ConditionTrue, v1alpha1.ReasonRolloutPending, fmt.Sprintf(
 		"version %s stays at chart %s:%s of revision %s until the rollout of revision %s admits this Kro",
-		v.Version, chartURL(v), v.ChartVersion, running, update))
+		v.Version, versions.ChartURL(v), v.ChartVersion, running, update))
 }
 
 func (o *observation) pullSecretsNotReady(reason string, problems ...string) {

@@ -1,9 +1,6 @@
 package controllers
 
 import (
-	"encoding/json"
-	"fmt"
-	"strings"
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
@@ -13,51 +10,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/versions"
 )
 
 // The objects below are built with exactly the fields the provider owns, TypeMeta
 // included, so that server-side apply of an unchanged object writes nothing.
-
-// chartURL normalises a version's chart URL: the default when empty, oci:// when no
-// scheme is given.
-func chartURL(v *v1alpha1.KroVersion) string {
-	u := strings.TrimSpace(v.ChartURL)
-	switch {
-	case u == "":
-		return v1alpha1.DefaultChartURL
-	case strings.Contains(u, "://"):
-		return u
-	default:
-		return "oci://" + u
-	}
-}
-
-// imagePullSecretNames reads helmValues.imagePullSecrets[].name of a version.
-func imagePullSecretNames(v *v1alpha1.KroVersion) ([]string, error) {
-	if v.HelmValues == nil || len(v.HelmValues.Raw) == 0 {
-		return nil, nil
-	}
-	var values struct {
-		ImagePullSecrets []struct {
-			Name string `json:"name"`
-		} `json:"imagePullSecrets"`
-	}
-	if err := json.Unmarshal(v.HelmValues.Raw, &values); err != nil {
-		return nil, fmt.Errorf("helmValues.imagePullSecrets of version %q must be a list of objects with a name", v.Version)
-	}
-	var names []string
-	seen := map[string]bool{}
-	for i, s := range values.ImagePullSecrets {
-		if s.Name == "" {
-			return nil, fmt.Errorf("helmValues.imagePullSecrets[%d] of version %q has no name", i, v.Version)
-		}
-		if !seen[s.Name] {
-			seen[s.Name] = true
-			names = append(names, s.Name)
-		}
-	}
-	return names, nil
-}
 
 // newOCIRepository is the chart source of a Kro in its tenant namespace.
 func newOCIRepository(kro *v1alpha1.Kro, provider, namespace string, v *v1alpha1.KroVersion, pullSecret string, interval time.Duration) *sourcev1.OCIRepository {
@@ -70,7 +27,7 @@ func newOCIRepository(kro *v1alpha1.Kro, provider, namespace string, v *v1alpha1
 			Annotations: ownerAnnotations(kro),
 		},
 		Spec: sourcev1.OCIRepositorySpec{
-			URL:       chartURL(v),
+			URL:       versions.ChartURL(v),
 			Reference: &sourcev1.OCIRepositoryRef{Tag: v.ChartVersion},
 			Interval:  metav1.Duration{Duration: interval},
 		},

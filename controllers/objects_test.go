@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/versions"
 )
 
 func TestChartURL(t *testing.T) {
@@ -18,7 +19,7 @@ func TestChartURL(t *testing.T) {
 		"registry.example.com/charts/kro": "oci://registry.example.com/charts/kro",
 		"oci://registry.example.com/kro":  "oci://registry.example.com/kro",
 	} {
-		if got := chartURL(&v1alpha1.KroVersion{ChartURL: in}); got != want {
+		if got := versions.ChartURL(&v1alpha1.KroVersion{ChartURL: in}); got != want {
 			t.Errorf("chartURL(%q) = %q, want %q", in, got, want)
 		}
 	}
@@ -26,17 +27,17 @@ func TestChartURL(t *testing.T) {
 
 func TestImagePullSecretNames(t *testing.T) {
 	g := NewWithT(t)
-	names, err := imagePullSecretNames(&v1alpha1.KroVersion{HelmValues: &apiextensionsv1.JSON{Raw: []byte(`{"imagePullSecrets":[{"name":"a"},{"name":"b"},{"name":"a"}]}`)}})
+	names, err := versions.ImagePullSecretNames(&v1alpha1.KroVersion{HelmValues: &apiextensionsv1.JSON{Raw: []byte(`{"imagePullSecrets":[{"name":"a"},{"name":"b"},{"name":"a"}]}`)}})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(names).To(Equal([]string{"a", "b"}))
 
-	names, err = imagePullSecretNames(&v1alpha1.KroVersion{})
+	names, err = versions.ImagePullSecretNames(&v1alpha1.KroVersion{})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(names).To(BeEmpty())
 
-	_, err = imagePullSecretNames(&v1alpha1.KroVersion{Version: "v1", HelmValues: &apiextensionsv1.JSON{Raw: []byte(`{"imagePullSecrets":"a"}`)}})
+	_, err = versions.ImagePullSecretNames(&v1alpha1.KroVersion{Version: "v1", HelmValues: &apiextensionsv1.JSON{Raw: []byte(`{"imagePullSecrets":"a"}`)}})
 	g.Expect(err).To(MatchError(ContainSubstring("helmValues.imagePullSecrets of version \"v1\"")))
-	_, err = imagePullSecretNames(&v1alpha1.KroVersion{Version: "v1", HelmValues: &apiextensionsv1.JSON{Raw: []byte(`{"imagePullSecrets":[{}]}`)}})
+	_, err = versions.ImagePullSecretNames(&v1alpha1.KroVersion{Version: "v1", HelmValues: &apiextensionsv1.JSON{Raw: []byte(`{"imagePullSecrets":[{}]}`)}})
 	g.Expect(err).To(MatchError(ContainSubstring("has no name")))
 }
 

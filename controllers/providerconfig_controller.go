@@ -29,6 +29,8 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
+	"github.com/openmcp-project/service-provider-kro/controllers/rollout"
+	"github.com/openmcp-project/service-provider-kro/controllers/versions"
 	"github.com/openmcp-project/service-provider-kro/providers/sharding"
 )
 
@@ -68,8 +70,8 @@ type providerConfigObservation struct {
 	// then those of the revisions Kros are held on, by name.
 	problems []secretProblem
 	kros     []v1alpha1.Kro
-	// records are what the Kros' HelmReleases record of the rollouts (admission.go).
-	records map[string]releaseRecord
+	// records are what the Kros' HelmReleases record of the rollouts (rollout/admission.go).
+	records map[string]rollout.Record
 	// versionOf is the version of each kept revision, by its name.
 	versionOf map[string]string
 	// artifacts are the artifacts of the revisions Kros are held on, by name.
@@ -109,10 +111,10 @@ func (r *ProviderConfigReconciler) SetupWithManager(mgr ctrl.Manager, platform c
 		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &v1alpha1.ProviderConfig{}, toProviderConfig, ownConfig)).
 		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &corev1.Secret{}, toProviderConfig, sourceSecrets)).
 		Watches(&v1alpha1.Kro{}, r.settled(), builder.WithPredicates(kroCountChanged{})).
-		// A HelmRelease's record of the rollout (admission.go): a Kro that got the
+		// A HelmRelease's record of the rollout (rollout/admission.go): a Kro that got the
 		// revision while unavailable is done once its HelmRelease carries it.
 		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &helmv2.HelmRelease{}, toProviderConfig, recordChanged{})).
-		// The labels of a Kro's Namespace make it a canary of a rollout (rollout_canary.go).
+		// The labels of a Kro's Namespace make it a canary of a rollout (rollout/canary.go, providerconfig_canary.go).
 		WatchesMetadata(&corev1.Namespace{}, r.settled(), builder.WithPredicates(namespaceRelabelled{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
 		Complete(r)
@@ -169,19 +171,12 @@ func (kroCountChanged) Update(e event.UpdateEvent) bool {
 	return o.Generation != n.Generation || o.Spec.Version != n.Spec.Version ||
 		o.Status.Phase != n.Status.Phase || o.Status.ObservedGeneration != n.Status.ObservedGeneration ||
 		// what a rollout's health gate reads
-		o.Status.Revision != n.Status.Revision || rgdsReady(o) != rgdsReady(n) ||
+		o.Status.Revision != n.Status.Revision || rollout.RgdsReady(o) != rollout.RgdsReady(n) ||
 		!equality.Semantic.DeepEqual(o.Status.RolloutHealth, n.Status.RolloutHealth) ||
 		// what a plan shows
-		rgdsTotal(o) != rgdsTotal(n) || !maps.Equal(o.Labels, n.Labels) ||
+		rollout.RgdsTotal(o) != rollout.RgdsTotal(n) || !maps.Equal(o.Labels, n.Labels) ||
 		!equality.Semantic.DeepEqual(meta.FindStatusCondition(o.Status.Conditions, v1alpha1.ConditionHelmReleaseReady),
 			meta.FindStatusCondition(n.Status.Conditions, v1alpha1.ConditionHelmReleaseReady))
-}
-
-func rgdsReady(k *v1alpha1.Kro) int32 {
-	if k.Status.ResourceGraphDefinitions == nil {
-		return 0
-	}
-	return k.Status.ResourceGraphDefinitions.Ready
 }
 
 func (kroCountChanged) Generic(event.GenericEvent) bool { return false }
@@ -313,7 +308,7 @@ func (r *ProviderConfigReconciler) observe(ctx context.Context, pc *v1alpha1.Pro
 // to obs. revision names the revision the artifacts were read from, for the messages: ""
 // for the version in spec.versions.
 func checkPullSecrets(ctx context.Context, secrets *KroReconciler, v *v1alpha1.KroVersion, revision string, obs *providerConfigObservation) error {
-	images, err := imagePullSecretNames(v)
+	images, err := versions.ImagePullSecretNames(v)
 	if err != nil {
 		msg := err.Error()
 		if revision != "" {
@@ -369,16 +364,16 @@ func providerConfigStatus(pc *v1alpha1.ProviderConfig, obs providerConfigObserva
 		st.Phase = v1alpha1.PhaseProgressing
 	default:
 		ready.Status, ready.Reason = metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess
-		ready.Message = shortenMessage(fmt.Sprintf("the pull secrets of every version resolve: %s", strings.Join(offeredVersions(pc), ", ")))
+		ready.Message = shortenMessage(fmt.Sprintf("the pull secrets of every version resolve: %s", strings.Join(versions.OfferedVersions(pc), ", ")))
 		st.Phase = v1alpha1.PhaseReady
 	}
 	meta.SetStatusCondition(&st.Conditions, ready)
 
 	index := make(map[string]int, len(pc.Spec.Versions))
-	versions := make([]v1alpha1.VersionStatus, 0, len(pc.Spec.Versions))
+	statuses := make([]v1alpha1.VersionStatus, 0, len(pc.Spec.Versions))
 	for _, v := range pc.Spec.Versions {
-		index[v.Version] = len(versions)
-		versions = append(versions, v1alpha1.VersionStatus{Version: v.Version})
+		index[v.Version] = len(statuses)
+		statuses = append(statuses, v1alpha1.VersionStatus{Version: v.Version})
 	}
 	st.Kros, st.UnknownVersionKros = int32(len(obs.kros)), 0
 	for i := range obs.kros {
@@ -388,14 +383,14 @@ func providerConfigStatus(pc *v1alpha1.ProviderConfig, obs providerConfigObserva
 			st.UnknownVersionKros++
 			continue
 		}
-		versions[at].Kros++
+		statuses[at].Kros++
 		if k.Status.Phase == v1alpha1.PhaseReady && k.Status.ObservedGeneration == k.Generation {
-			versions[at].Ready++
+			statuses[at].Ready++
 		}
 	}
 	st.FluxShards = fluxShardCounts(pc.Spec.FluxShards, obs.kros)
-	recheck := planRollouts(pc, obs, versions)
-	st.Versions = versions
+	recheck := planRollouts(pc, obs, statuses)
+	st.Versions = statuses
 	if len(st.Versions) == 0 {
 		st.Versions = nil
 	}
@@ -404,12 +399,12 @@ func providerConfigStatus(pc *v1alpha1.ProviderConfig, obs providerConfigObserva
 
 // planRollouts fills in each version's revision and rollout (planRollout); a version
 // whose plan cannot be made keeps its counts and says why in its message.
-func planRollouts(pc *v1alpha1.ProviderConfig, obs providerConfigObservation, versions []v1alpha1.VersionStatus) time.Duration {
+func planRollouts(pc *v1alpha1.ProviderConfig, obs providerConfigObservation, statuses []v1alpha1.VersionStatus) time.Duration {
 	paused := pc.Annotations[v1alpha1.AnnotationRolloutPaused] == "true"
 	var recheck time.Duration
-	for i := range versions {
-		vs := &versions[i]
-		rev, err := revisionName(pc.Name, findVersion(pc, vs.Version))
+	for i := range statuses {
+		vs := &statuses[i]
+		rev, err := rollout.RevisionName(pc.Name, versions.FindVersion(pc, vs.Version))
 		if err != nil {
 			vs.Message = shortenMessage(err.Error())
 			continue
@@ -427,16 +422,16 @@ func planRollouts(pc *v1alpha1.ProviderConfig, obs providerConfigObservation, ve
 				on = append(on, k)
 			}
 		}
-		view := rolloutView{kros: on, records: obs.records, versionOf: obs.versionOf, artifacts: obs.artifacts, current: findVersion(pc, vs.Version),
-			namespaceLabels: obs.namespaceLabels}
-		plan, err := planRollout(pc.Spec.Rollout, paused, *vs, prev, view, obs.now)
+		view := rollout.View{Kros: on, Records: obs.records, VersionOf: obs.versionOf, Artifacts: obs.artifacts, Current: versions.FindVersion(pc, vs.Version),
+			NamespaceLabels: obs.namespaceLabels}
+		plan, err := rollout.PlanRollout(pc.Spec.Rollout, paused, *vs, prev, view, obs.now)
 		if err != nil {
 			vs.Message = shortenMessage(err.Error())
 			continue
 		}
 		*vs = plan.VersionStatus
-		if plan.recheckIn > 0 && (recheck == 0 || plan.recheckIn < recheck) {
-			recheck = plan.recheckIn
+		if plan.RecheckIn > 0 && (recheck == 0 || plan.RecheckIn < recheck) {
+			recheck = plan.RecheckIn
 		}
 	}
 	return recheck

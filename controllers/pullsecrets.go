@@ -15,6 +15,7 @@ import (
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
 	"github.com/openmcp-project/service-provider-kro/controllers/foreign"
+	"github.com/openmcp-project/service-provider-kro/controllers/versions"
 )
 
 // reconcileChartPullSecret makes sure the tenant namespace exists, checks every pull
@@ -24,7 +25,7 @@ func (r *KroReconciler) reconcileChartPullSecret(ctx context.Context, s *scope) 
 	if out, err := r.ensureTenantNamespace(ctx, s); err != nil || out == waiting {
 		return out, err
 	}
-	images, err := imagePullSecretNames(s.version)
+	images, err := versions.ImagePullSecretNames(s.version)
 	if err != nil {
 		s.obs.pullSecretsNotReady(v1alpha1.ReasonInvalidProviderConfig, fmt.Sprintf("ProviderConfig %q: %s", r.ProviderName, err.Error()))
 		return waiting, nil

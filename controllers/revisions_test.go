@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/rollout"
 )
 
 // setVersions replaces the versions of the test's ProviderConfig.
@@ -41,7 +42,7 @@ func (e *pcEnv) revisionExists(g Gomega, name string) bool {
 }
 
 func mustRevisionName(g Gomega, provider string, v *v1alpha1.KroVersion) string {
-	name, err := revisionName(provider, v)
+	name, err := rollout.RevisionName(provider, v)
 	g.Expect(err).NotTo(HaveOccurred())
 	return name
 }

@@ -6,40 +6,17 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/rollout/rollouttest"
 )
 
 // Canaries are chosen by the labels of a Kro's Namespace, which the platform team sets,
 // never by the Kro's own labels, which its tenant writes (issue 31, point 8).
-
-func ringCanary() *metav1.LabelSelector {
-	return &metav1.LabelSelector{MatchLabels: map[string]string{"ring": "canary"}}
-}
-
-// TestATenantsOwnLabelsMakeNoCanary: a Kro that labels itself ring=canary is no canary,
-// and one in the canaries' Namespace that labels itself otherwise stays one; the
-// version's message names the Kro whose labels would have made it one.
-func TestATenantsOwnLabelsMakeNoCanary(t *testing.T) {
-	g := NewWithT(t)
-	policy := &v1alpha1.RolloutPolicy{MaxUnavailable: ptr.To(intstr.FromInt32(2)), Canary: ringCanary()}
-	self := rolloutKro("a", oldRev, true, "ring", "canary")
-	exempt := canaryKro("z", oldRev, true, "ring", "stable")
-	p := plan(g, policy, false, nil, rolloutT0, self, rolloutKro("b", oldRev, true), exempt)
-	g.Expect(kroNames(p.Updating)).To(Equal([]string{"ring-canary/z"}), "only the canary of the platform's choice, though there is room for two")
-	g.Expect(p.Message).To(ContainSubstring("1 Kros carry labels of their own that spec.rollout.canary matches, which make no canary (it selects the labels of a Kro's Namespace): ns/a"))
-
-	// A Namespace the cache does not know (yet) has no labels: its Kros are no canaries.
-	lost := rolloutKro("c", oldRev, true)
-	lost.Namespace = "unknown"
-	p = plan(g, policy, false, nil, rolloutT0, lost, rolloutKro("b", oldRev, true))
-	g.Expect(kroNames(p.Updating)).To(Equal([]string{"ns/b", "unknown/c"}), "no canary: both go, in name order")
-}
 
 // TestATenantCannotSteerTheCanaries, against real API servers: the tenant of one Kro
 // labels it ring=canary, the tenant of another, whose Namespace the platform labelled
@@ -56,7 +33,7 @@ func TestATenantCannotSteerTheCanaries(t *testing.T) {
 		tenantLabels(kros[2], `{"ring":"stable"}`)
 		labelNamespace(g, kros[2], `{"ring":"canary"}`)
 	}
-	policy := &v1alpha1.RolloutPolicy{Plan: true, MaxUnavailable: ptr.To(intstr.FromInt32(2)), Canary: ringCanary()}
+	policy := &v1alpha1.RolloutPolicy{Plan: true, MaxUnavailable: ptr.To(intstr.FromInt32(2)), Canary: rollouttest.RingCanary()}
 	kros, v, _, _ := changeUnderPolicy(t, g, policy, prepare)
 	key := func(i int) string { return client.ObjectKeyFromObject(kros[i]).String() }
 	planIs := func(order []int, canaries ...bool) {
@@ -94,13 +71,13 @@ func TestATenantCannotSteerTheCanaries(t *testing.T) {
 	setRollout(t, g, &approved)
 	g.Eventually(func(g Gomega) {
 		vs := versionStatus(g, v.Version)
-		g.Expect(kroNames(vs.Updating)).To(Equal([]string{key(2)}))
+		g.Expect(rollouttest.MemberNames(vs.Updating)).To(Equal([]string{key(2)}))
 		g.Expect(vs.Message).To(ContainSubstring("1 Kros carry labels of their own that spec.rollout.canary matches"))
 		g.Expect(vs.Message).To(ContainSubstring(key(0)))
 		g.Expect(valuesOf(g, kros[2])).To(ContainSubstring("debug"))
 	}, timeout, interval).Should(Succeed())
 	g.Consistently(func(g Gomega) {
 		g.Expect(valuesOf(g, kros[0])).To(ContainSubstring(`"info"`), "the Kro that labelled itself a canary waits")
-		g.Expect(kroNames(versionStatus(g, v.Version).Updating)).To(Equal([]string{key(2)}))
+		g.Expect(rollouttest.MemberNames(versionStatus(g, v.Version).Updating)).To(Equal([]string{key(2)}))
 	}).WithTimeout(2 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 }

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/rollout/rollouttest"
 )
 
 // Issue 21, holes 1 and 2, against real API servers: the rollout survives the loss of
@@ -51,7 +52,7 @@ func TestALostStatusKeepsTheAdmission(t *testing.T) {
 	var since metav1.Time
 	g.Eventually(func(g Gomega) {
 		vs := versionStatus(g, v.Version)
-		g.Expect(kroNames(vs.Updating)).To(Equal([]string{client.ObjectKeyFromObject(kros[0]).String()}))
+		g.Expect(rollouttest.MemberNames(vs.Updating)).To(Equal([]string{client.ObjectKeyFromObject(kros[0]).String()}))
 		since = vs.Updating[0].Since
 		hr := getHelmRelease(g, kros[0])
 		g.Expect(hr.Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationRevision, after))
@@ -87,7 +88,7 @@ func TestALostStatusStaysPaused(t *testing.T) {
 		vs := versionStatus(g, v.Version)
 		g.Expect(vs.Revision).To(Equal(after))
 		g.Expect(vs.Rollout).To(Equal(v1alpha1.RolloutPaused))
-		g.Expect(kroNames(vs.Failed)).To(Equal([]string{client.ObjectKeyFromObject(kros[0]).String()}))
+		g.Expect(rollouttest.MemberNames(vs.Failed)).To(Equal([]string{client.ObjectKeyFromObject(kros[0]).String()}))
 		g.Expect(vs.Updating).To(BeEmpty())
 	}, timeout, interval).Should(Succeed())
 	keepsValues(g, `"info"`, kros[1:]...)
@@ -141,7 +142,7 @@ func TestAKroUnavailableBeforeTheChangeGoesLast(t *testing.T) {
 	for _, k := range kros[1:] {
 		g.Eventually(func(g Gomega) {
 			vs := versionStatus(g, v.Version)
-			g.Expect(kroNames(vs.Updating)).To(Equal([]string{client.ObjectKeyFromObject(k).String()}), "one at a time: the sick one takes the other place")
+			g.Expect(rollouttest.MemberNames(vs.Updating)).To(Equal([]string{client.ObjectKeyFromObject(k).String()}), "one at a time: the sick one takes the other place")
 			g.Expect(vs.Message).To(ContainSubstring("updated last"))
 		}, timeout, interval).Should(Succeed())
 		keepsValues(g, `"info"`, sick)

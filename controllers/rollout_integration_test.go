@@ -17,6 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/rollout"
+	"github.com/openmcp-project/service-provider-kro/controllers/rollout/rollouttest"
 )
 
 // setRollout sets the suite ProviderConfig's rollout policy, and takes it away at the
@@ -111,14 +113,14 @@ func changeUnderPolicy(t *testing.T, g Gomega, policy *v1alpha1.RolloutPolicy, p
 		prepare(kros)
 	}
 	setRollout(t, g, policy)
-	before, err := revisionName(providerName, &v)
+	before, err := rollout.RevisionName(providerName, &v)
 	g.Expect(err).NotTo(HaveOccurred())
 	for _, k := range kros {
 		g.Eventually(func(g Gomega) { g.Expect(getKro(g, k).Status.Revision).To(Equal(before)) }, timeout, interval).Should(Succeed())
 	}
 	v.HelmValues = &apiextensionsv1.JSON{Raw: []byte(`{"config":{"logLevel":"debug"}}`)}
 	offerVersion(g, v)
-	after, err = revisionName(providerName, &v)
+	after, err = rollout.RevisionName(providerName, &v)
 	g.Expect(err).NotTo(HaveOccurred())
 	return kros, v, before, after
 }
@@ -134,7 +136,7 @@ func TestRolloutUpdatesOneKroAtATime(t *testing.T) {
 			vs := versionStatus(g, v.Version)
 			g.Expect(vs.Revision).To(Equal(after))
 			g.Expect(vs.Rollout).To(Equal(v1alpha1.RolloutProgressing))
-			g.Expect(kroNames(vs.Updating)).To(Equal([]string{client.ObjectKeyFromObject(k).String()}))
+			g.Expect(rollouttest.MemberNames(vs.Updating)).To(Equal([]string{client.ObjectKeyFromObject(k).String()}))
 			g.Expect(valuesOf(g, k)).To(ContainSubstring("debug"))
 		}, timeout, interval).Should(Succeed())
 		// The ones not yet admitted keep the old values, and say so.
@@ -176,7 +178,7 @@ func TestATenantsVersionChangeIsNotHeldBack(t *testing.T) {
 		g.Expect(valuesOf(g, last)).To(BeEmpty())
 	}, timeout, interval).Should(Succeed())
 	eventuallyCondition(g, last, v1alpha1.ConditionVersionResolved, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess)
-	g.Expect(kroNames(versionStatus(g, v.Version).Updating)).NotTo(ContainElement(client.ObjectKeyFromObject(last).String()))
+	g.Expect(rollouttest.MemberNames(versionStatus(g, v.Version).Updating)).NotTo(ContainElement(client.ObjectKeyFromObject(last).String()))
 }
 
 // TestWithoutRolloutEveryKroChangesAtOnce: no policy, no change of behaviour.
@@ -201,7 +203,7 @@ func TestAFailedCanaryGatesTheOthers(t *testing.T) {
 		Canary: &metav1.LabelSelector{MatchLabels: map[string]string{"ring": "canary"}}}, label)
 	canary := kros[2]
 	g.Eventually(func(g Gomega) {
-		g.Expect(kroNames(versionStatus(g, v.Version).Updating)).To(Equal([]string{client.ObjectKeyFromObject(canary).String()}))
+		g.Expect(rollouttest.MemberNames(versionStatus(g, v.Version).Updating)).To(Equal([]string{client.ObjectKeyFromObject(canary).String()}))
 		g.Expect(valuesOf(g, canary)).To(ContainSubstring("debug"))
 	}, timeout, interval).Should(Succeed())
 
@@ -209,7 +211,7 @@ func TestAFailedCanaryGatesTheOthers(t *testing.T) {
 	fluxReady(g, getHelmRelease(g, canary), metav1.ConditionFalse, "Helm upgrade failed: Deployment kro is invalid")
 	g.Eventually(func(g Gomega) {
 		vs := versionStatus(g, v.Version)
-		g.Expect(kroNames(vs.Failed)).To(Equal([]string{client.ObjectKeyFromObject(canary).String()}))
+		g.Expect(rollouttest.MemberNames(vs.Failed)).To(Equal([]string{client.ObjectKeyFromObject(canary).String()}))
 		g.Expect(vs.Rollout).To(Equal(v1alpha1.RolloutProgressing), "one failure of two allowed")
 		g.Expect(vs.Message).To(ContainSubstring("canaries failed"))
 	}, timeout, interval).Should(Succeed())

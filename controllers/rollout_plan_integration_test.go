@@ -13,6 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/rollout"
+	"github.com/openmcp-project/service-provider-kro/controllers/rollout/rollouttest"
 )
 
 // spec.rollout.plan against real API servers: a change is planned, nothing moves, and
@@ -35,7 +37,7 @@ func plannedKroNames(plan *v1alpha1.PlannedRollout) []string {
 	if plan == nil {
 		return nil
 	}
-	return plannedNamesOf(plan)
+	return rollouttest.PlannedNames(plan)
 }
 
 // TestAPlanIsShownThenApproved: under plan: true a change of the helmValues, then of the
@@ -57,7 +59,7 @@ func TestAPlanIsShownThenApproved(t *testing.T) {
 	// The artifacts change again while planned: the plan is made anew, for the new revision.
 	v.ChartVersion = "0.9.4"
 	offerVersion(g, v)
-	after, err := revisionName(providerName, &v)
+	after, err := rollout.RevisionName(providerName, &v)
 	g.Expect(err).NotTo(HaveOccurred())
 	order := []string{client.ObjectKeyFromObject(kros[2]).String(), client.ObjectKeyFromObject(kros[0]).String(), client.ObjectKeyFromObject(kros[1]).String()}
 	g.Eventually(func(g Gomega) {
@@ -111,7 +113,7 @@ func TestAPlanIsShownThenApproved(t *testing.T) {
 		g.Eventually(func(g Gomega) {
 			vs := versionStatus(g, v.Version)
 			g.Expect(vs.Rollout).To(Equal(v1alpha1.RolloutProgressing))
-			g.Expect(kroNames(vs.Updating)).To(Equal([]string{key}))
+			g.Expect(rollouttest.MemberNames(vs.Updating)).To(Equal([]string{key}))
 			g.Expect(getOCIRepository(g, k).Spec.Reference.Tag).To(Equal("0.9.4"))
 		}, timeout, interval).Should(Succeed())
 		for _, later := range order[i+1:] {

@@ -44,7 +44,7 @@ type observation struct {
 	accessChecked      bool
 	accessMissingSince *metav1.Time
 	// rolloutHealth is kro's health on the ControlPlane, read while a rollout updates the
-	// Kro (rollout_health.go); nil otherwise.
+	// Kro (rollout/health.go, kro_rollout.go); nil otherwise.
 	rolloutHealth *v1alpha1.RolloutHealth
 	// placement is where the version places kro, once it is resolved ("" before), or the
 	// side kro is leaving during a move: it chooses the conditions reported. The status

@@ -163,7 +163,7 @@ func prepare(ctx context.Context) error {
 	if err := platform.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: podNamespace}}); err != nil {
 		return err
 	}
-	// A rollout's gate reads kro's Deployment (rollout_health.go).
+	// A rollout's gate reads kro's Deployment (rollout/health.go, kro_rollout.go).
 	if err := testenv.PlayKroDeployment(ctx, controlPlane.Client); err != nil {
 		return fmt.Errorf("creating kro's Deployment on the ControlPlane: %w", err)
 	}

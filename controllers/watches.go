@@ -28,6 +28,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/rollout"
+	"github.com/openmcp-project/service-provider-kro/controllers/versions"
 )
 
 // indexTenantNamespace indexes Kros by their tenant namespace on the platform cluster,
@@ -49,7 +51,7 @@ func PlatformCacheOptions(podNamespace string) cache.Options {
 			}},
 			&sourcev1.OCIRepository{}: {Label: ours},
 			&helmv2.HelmRelease{}:     {Label: ours},
-			// The revisions of the versions' artifacts (revisions.go).
+			// The revisions of the versions' artifacts (rollout/revisions.go, providerconfig_revisions.go).
 			&appsv1.ControllerRevision{}: {Namespaces: map[string]cache.Config{podNamespace: {LabelSelector: ours}}},
 		},
 	}
@@ -226,7 +228,7 @@ func (r *KroReconciler) revisionsUsing(ctx context.Context, secret string) map[s
 	}
 	out := map[string]bool{}
 	for i := range list.Items {
-		v, err := revisionArtifacts(&list.Items[i])
+		v, err := rollout.RevisionArtifacts(&list.Items[i])
 		if err == nil && usesSecret(v, secret) {
 			out[list.Items[i].Name] = true
 		}
@@ -236,7 +238,7 @@ func (r *KroReconciler) revisionsUsing(ctx context.Context, secret string) map[s
 
 // usesSecret tells whether artifacts name the secret as chart or image pull secret.
 func usesSecret(v *v1alpha1.KroVersion, secret string) bool {
-	images, _ := imagePullSecretNames(v)
+	images, _ := versions.ImagePullSecretNames(v)
 	return v.ChartPullSecret == secret || slices.Contains(images, secret)
 }
 

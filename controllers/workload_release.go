@@ -7,6 +7,7 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/kustomize"
 	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/openmcp-project/service-provider-kro/controllers/versions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 )
 
@@ -95,7 +96,7 @@ spec:
 // workloadValues adds what kro needs on a workload cluster to the version's values: the
 // platform team's values stay, lists of theirs are kept and extended.
 func workloadValues(values *apiextensionsv1.JSON, chartHasExtras bool) (*apiextensionsv1.JSON, error) {
-	v, err := valuesMap(values)
+	v, err := versions.ValuesMap(values)
 	if err != nil {
 		return nil, err
 	}

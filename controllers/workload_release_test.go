@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/rollout"
 )
 
 func workloadTestRelease(g Gomega, values string, extras bool) (*helmv2.HelmRelease, map[string]any) {
@@ -107,14 +108,14 @@ func TestWorkloadReleaseWithoutChartValuesPatchesTheDeployment(t *testing.T) {
 func TestPlacementNamesARevisionOnlyWhenNotTheDefault(t *testing.T) {
 	g := NewWithT(t)
 	v := &v1alpha1.KroVersion{Version: "v1", ChartVersion: "0.9.4"}
-	unset, err := revisionName("kro", v)
+	unset, err := rollout.RevisionName("kro", v)
 	g.Expect(err).NotTo(HaveOccurred())
 	v.Placement = v1alpha1.PlacementControlPlane
-	explicit, err := revisionName("kro", v)
+	explicit, err := rollout.RevisionName("kro", v)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(explicit).To(Equal(unset), "the API server's default changes no revision: an upgrade of the provider rolls nothing out")
 	v.Placement = v1alpha1.PlacementWorkloadCluster
-	moved, err := revisionName("kro", v)
+	moved, err := rollout.RevisionName("kro", v)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(moved).NotTo(Equal(unset), "a move is a change of the version's artifacts, rolled out")
 }

@@ -1,7 +1,6 @@
-package controllers
+package rollout
 
 import (
-	"context"
 	"fmt"
 	"slices"
 
@@ -112,7 +111,7 @@ func firstFew(names []string) string { return foreign.JoinFew(names, maxNamedReg
 // withInstanceBaseline completes a member of the previous status with the instance
 // baseline its HelmRelease recorded: the Kro reconciler takes it after the admission,
 // so the status learns it from the record.
-func withInstanceBaseline(m v1alpha1.RolloutMember, rec releaseRecord) v1alpha1.RolloutMember {
+func withInstanceBaseline(m v1alpha1.RolloutMember, rec Record) v1alpha1.RolloutMember {
 	if m.Instances == nil && rec.Admission != nil && rec.Admission.Instances != nil && rec.Admission.Since.Unix() == m.Since.Unix() {
 		m.Instances = rec.Admission.Instances.DeepCopy()
 	}
@@ -121,17 +120,17 @@ func withInstanceBaseline(m v1alpha1.RolloutMember, rec releaseRecord) v1alpha1.
 
 // carryInstanceBaseline keeps the instance baseline of the HelmRelease's earlier record
 // of the same admission when the status does not carry it yet.
-func carryInstanceBaseline(adm *admissionRecord, prev releaseRecord, revision string) {
+func carryInstanceBaseline(adm *Admission, prev Record, revision string) {
 	if adm == nil || adm.Instances != nil || prev.Revision != revision || prev.Admission == nil || prev.Admission.Since.Unix() != adm.Since.Unix() {
 		return
 	}
 	adm.Instances = prev.Admission.Instances
 }
 
-// gated tells whether the ProviderConfig's status says that a rollout is updating the
+// Gated tells whether the ProviderConfig's status says that a rollout is updating the
 // Kro to revision, or counted it as failed with it, and it was available at admission:
 // then its reconciles read kro's health.
-func gated(pc *v1alpha1.ProviderConfig, version, revision, kro string) bool {
+func Gated(pc *v1alpha1.ProviderConfig, version, revision, kro string) bool {
 	is := func(m v1alpha1.RolloutMember) bool { return m.Kro == kro && !m.Unavailable }
 	for _, vs := range pc.Status.Versions {
 		if vs.Version == version && vs.Revision == revision && (slices.ContainsFunc(vs.Updating, is) || slices.ContainsFunc(vs.Failed, is)) {
@@ -139,24 +138,4 @@ func gated(pc *v1alpha1.ProviderConfig, version, revision, kro string) bool {
 		}
 	}
 	return false
-}
-
-// observeRolloutHealth reads kro's health on the ControlPlane while a rollout updates
-// the Kro or holds it as failed, for its status; the first read after the admission, made before the
-// HelmRelease carries the revision, is the admission's instance baseline. Both count
-// only the instances created no later than the admission.
-func (r *KroReconciler) observeRolloutHealth(ctx context.Context, s *scope) (result, error) {
-	if !s.gate || s.record.Admission == nil {
-		return proceed, nil
-	}
-	h, err := readKroHealth(ctx, s.access.Cluster, s.site, s.obs.revision, s.record.Admission.Since.Time)
-	if err != nil {
-		return proceed, fmt.Errorf("reading kro's health for the rollout: %w", err)
-	}
-	if s.record.Admission.Instances == nil && s.record.Failed == "" {
-		counts := h.Instances
-		s.record.Admission.Instances = &counts
-	}
-	s.obs.rolloutHealth = h
-	return proceed, nil
 }

@@ -1,4 +1,7 @@
-package controllers
+// Package rollout decides, purely, how a version's Kros move to its current revision: the
+// plan, the admissions recorded on each Kro's HelmRelease, the health gate's verdicts and
+// the revisions that keep a version's artifacts. It reads no cluster.
+package rollout
 
 import (
 	"fmt"
@@ -9,9 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/foreign"
 )
 
 // A rollout moves the Kros of one version to the version's current revision a few at a
@@ -32,27 +35,33 @@ const (
 	defaultFailureThreshold = 1
 )
 
-// rolloutView is what the cluster says of a version's Kros.
-type rolloutView struct {
-	kros []v1alpha1.Kro
+// maxPlanMessage is the length of a condition message in a status (as the Kro's).
+const maxPlanMessage = 512
+
+// shortMessage cuts s to the length of a condition message.
+func shortMessage(s string) string { return foreign.Text(s, maxPlanMessage) }
+
+// View is what the cluster says of a version's Kros.
+type View struct {
+	Kros []v1alpha1.Kro
 	// records are what the Kros' HelmReleases record, by the Kro's "namespace/name".
-	records map[string]releaseRecord
+	Records map[string]Record
 	// versionOf is the version of each revision that is kept, by the revision's name.
-	versionOf map[string]string
+	VersionOf map[string]string
 	// artifacts are the artifacts of the revisions Kros are held on, by name, and current
 	// the version's as spec.versions has them: what a plan compares (rollout_plan.go).
-	artifacts map[string]*v1alpha1.KroVersion
-	current   *v1alpha1.KroVersion
-	// namespaceLabels are the labels of the onboarding cluster's Namespaces, by name:
+	Artifacts map[string]*v1alpha1.KroVersion
+	Current   *v1alpha1.KroVersion
+	// NamespaceLabels are the labels of the onboarding cluster's Namespaces, by name:
 	// what spec.rollout.canary selects (rollout_canary.go).
-	namespaceLabels map[string]map[string]string
+	NamespaceLabels map[string]map[string]string
 }
 
-// rolloutPlan is one version's rollout as it stands after this reconcile.
-type rolloutPlan struct {
+// Plan is one version's rollout as it stands after this reconcile.
+type Plan struct {
 	v1alpha1.VersionStatus
 	// recheckIn is when a health timeout of an updating Kro ends (0: none).
-	recheckIn time.Duration
+	RecheckIn time.Duration
 	// unavailable counts the Kros that are not available and neither updating nor
 	// waiting: failed ones, those given the revision while unavailable, new ones.
 	unavailable int
@@ -73,13 +82,13 @@ type rolloutPlan struct {
 	selfLabelled []string
 }
 
-// planRollout decides one version's rollout: which updating Kros became healthy or
+// PlanRollout decides one version's rollout: which updating Kros became healthy or
 // failed, and which Kros are admitted next. vs carries the version's counts; prev is the
 // version's status as the last reconcile left it (nil: none, or lost).
-func planRollout(policy *v1alpha1.RolloutPolicy, paused bool, vs v1alpha1.VersionStatus, prev *v1alpha1.VersionStatus, view rolloutView, now time.Time) (rolloutPlan, error) {
-	p := rolloutPlan{VersionStatus: vs}
+func PlanRollout(policy *v1alpha1.RolloutPolicy, paused bool, vs v1alpha1.VersionStatus, prev *v1alpha1.VersionStatus, view View, now time.Time) (Plan, error) {
+	p := Plan{VersionStatus: vs}
 	p.Updated, p.Updating, p.Failed, p.Message, p.Plan = 0, nil, nil, "", nil
-	kros := view.kros
+	kros := view.Kros
 	sortByKey(kros)
 	timeout, threshold := rolloutLimits(policy)
 	p.sortOut(policy != nil, prev, view, timeout, now)
@@ -116,7 +125,7 @@ func planRollout(policy *v1alpha1.RolloutPolicy, paused bool, vs v1alpha1.Versio
 		return p, nil
 	case policy.Plan && p.Plan != nil:
 		p.Rollout = v1alpha1.RolloutPlanned
-		p.Message = shortenMessage(planMessage(p.Plan))
+		p.Message = shortMessage(planMessage(p.Plan))
 		return p, nil
 	}
 	candidates, failedCanaries := canariesFirst(isCanary, p.waiting, p.Updating, p.Failed, kros)
@@ -132,7 +141,7 @@ func planRollout(policy *v1alpha1.RolloutPolicy, paused bool, vs v1alpha1.Versio
 }
 
 // progress says how far the rollout is and what it waits for.
-func (p *rolloutPlan) progress(kros, most int, failedCanaries []v1alpha1.RolloutMember) string {
+func (p *Plan) progress(kros, most int, failedCanaries []v1alpha1.RolloutMember) string {
 	msg := fmt.Sprintf("%d of %d Kros run revision %s", p.Updated, kros, p.Revision)
 	if len(p.Updating) > 0 {
 		msg += "; updating " + memberList(p.Updating)
@@ -162,15 +171,15 @@ func (p *rolloutPlan) progress(kros, most int, failedCanaries []v1alpha1.Rollout
 
 // sortOut counts the Kros that run the revision healthily, carries the updating ones
 // over (or fails them), keeps the failed ones, and collects the Kros waiting to be
-// admitted: those that run an older revision of the version, when there is a policy to
+// Admitted: those that run an older revision of the version, when there is a policy to
 // admit them. What the previous status does not say (it was lost) comes from the Kros'
 // records. Admissions to another revision than the version's current one are void.
-func (p *rolloutPlan) sortOut(throttled bool, prev *v1alpha1.VersionStatus, view rolloutView, timeout time.Duration, now time.Time) {
+func (p *Plan) sortOut(throttled bool, prev *v1alpha1.VersionStatus, view View, timeout time.Duration, now time.Time) {
 	known := knownMembers(prev, p.Revision)
 	var available, unavailable []*v1alpha1.Kro
-	for i := range view.kros {
-		k := &view.kros[i]
-		rec := view.records[kroKey(k)]
+	for i := range view.Kros {
+		k := &view.Kros[i]
+		rec := view.Records[KroKey(k)]
 		if p.settle(k, known.of(k, rec, p.Revision), rec, timeout, now) {
 			continue
 		}
@@ -185,8 +194,8 @@ func (p *rolloutPlan) sortOut(throttled bool, prev *v1alpha1.VersionStatus, view
 			if !availableKro(k) {
 				p.unavailable++
 			}
-			if runningRevision(k, rec) == p.Revision {
-				p.carrying = append(p.carrying, kroKey(k))
+			if RunningRevision(k, rec) == p.Revision {
+				p.carrying = append(p.carrying, KroKey(k))
 			}
 		}
 	}
@@ -228,8 +237,8 @@ func knownMembers(prev *v1alpha1.VersionStatus, revision string) members {
 // of is the Kro's membership: from the previous status, or else from its record. A
 // record stands for a lost status only while the Kro has not yet been Ready with the
 // revision; after that it is done with it.
-func (ms members) of(k *v1alpha1.Kro, rec releaseRecord, revision string) membership {
-	key, done := kroKey(k), k.Status.Revision == revision
+func (ms members) of(k *v1alpha1.Kro, rec Record, revision string) membership {
+	key, done := KroKey(k), k.Status.Revision == revision
 	var out membership
 	if m, ok := ms.updating[key]; ok {
 		m = withInstanceBaseline(m, rec)
@@ -249,7 +258,7 @@ func (ms members) of(k *v1alpha1.Kro, rec releaseRecord, revision string) member
 
 // settle places a Kro the rollout knows of, or one that runs the revision healthily,
 // and tells whether it did.
-func (p *rolloutPlan) settle(k *v1alpha1.Kro, ms membership, rec releaseRecord, timeout time.Duration, now time.Time) bool {
+func (p *Plan) settle(k *v1alpha1.Kro, ms membership, rec Record, timeout time.Duration, now time.Time) bool {
 	gate := judge(k, ms, p.Revision)
 	switch {
 	case runsHealthy(k, p.Revision) && gate.reason == "":
@@ -286,9 +295,9 @@ func (p *rolloutPlan) settle(k *v1alpha1.Kro, ms membership, rec releaseRecord, 
 // revision yet, or one of another version (its tenant changed spec.version), takes the
 // current revision without an admission, and so does one that was Ready with the
 // current revision before (a revert returns it there).
-func (v rolloutView) waits(k *v1alpha1.Kro, rec releaseRecord, version, revision string) bool {
-	running := runningRevision(k, rec)
-	return running != "" && running != revision && k.Status.Revision != revision && v.versionOf[running] == version
+func (v View) waits(k *v1alpha1.Kro, rec Record, version, revision string) bool {
+	running := RunningRevision(k, rec)
+	return running != "" && running != revision && k.Status.Revision != revision && v.VersionOf[running] == version
 }
 
 // availableKro: the Kro is Ready for its current spec.
@@ -299,16 +308,16 @@ func availableKro(k *v1alpha1.Kro) bool {
 // carried is how many Kros have the revision: Ready with it, or their HelmRelease
 // carries it. A rollout is Complete when every Kro has it and none is updating or failed:
 // a Kro that is not Ready for reasons of its own does not hold the version's rollout open.
-func (p *rolloutPlan) carried() int {
+func (p *Plan) carried() int {
 	return int(p.Updated) + len(p.handedUnavailable) + len(p.carrying)
 }
 
 // unavailableNow is how many Kros of the version are not available now: updating,
 // failed, waiting while unavailable, and the others that are not Ready.
-func (p *rolloutPlan) unavailableNow() int {
+func (p *Plan) unavailableNow() int {
 	n := len(p.Updating) + p.unavailable
 	for _, k := range p.waiting[p.firstUnavailable:] {
-		if !slices.ContainsFunc(p.Updating, func(m v1alpha1.RolloutMember) bool { return m.Kro == kroKey(k) }) {
+		if !slices.ContainsFunc(p.Updating, func(m v1alpha1.RolloutMember) bool { return m.Kro == KroKey(k) }) {
 			n++
 		}
 	}
@@ -318,7 +327,7 @@ func (p *rolloutPlan) unavailableNow() int {
 // admit admits candidates, in order: an available Kro while fewer than most Kros are
 // unavailable; an unavailable one, which costs no availability, once no available Kro
 // waits or is updating.
-func (p *rolloutPlan) admit(candidates []*v1alpha1.Kro, most int, timeout time.Duration, now time.Time) {
+func (p *Plan) admit(candidates []*v1alpha1.Kro, most int, timeout time.Duration, now time.Time) {
 	busy := p.unavailableNow()
 	for _, k := range candidates {
 		if !availableKro(k) {
@@ -328,7 +337,7 @@ func (p *rolloutPlan) admit(candidates []*v1alpha1.Kro, most int, timeout time.D
 			p.budgetSpent = true
 			return
 		}
-		p.Updating = append(p.Updating, v1alpha1.RolloutMember{Kro: kroKey(k), Since: metav1.NewTime(now), RGDsReady: rgdsReady(k)})
+		p.Updating = append(p.Updating, v1alpha1.RolloutMember{Kro: KroKey(k), Since: metav1.NewTime(now), RGDsReady: RgdsReady(k)})
 		p.recheck(timeout)
 		busy++
 	}
@@ -337,15 +346,15 @@ func (p *rolloutPlan) admit(candidates []*v1alpha1.Kro, most int, timeout time.D
 	}
 	for _, k := range candidates {
 		if !availableKro(k) {
-			p.Updating = append(p.Updating, v1alpha1.RolloutMember{Kro: kroKey(k), Since: metav1.NewTime(now), RGDsReady: rgdsReady(k), Unavailable: true})
+			p.Updating = append(p.Updating, v1alpha1.RolloutMember{Kro: KroKey(k), Since: metav1.NewTime(now), RGDsReady: RgdsReady(k), Unavailable: true})
 		}
 	}
 }
 
 // recheck asks to look again within d.
-func (p *rolloutPlan) recheck(d time.Duration) {
-	if p.recheckIn == 0 || d < p.recheckIn {
-		p.recheckIn = d
+func (p *Plan) recheck(d time.Duration) {
+	if p.RecheckIn == 0 || d < p.RecheckIn {
+		p.RecheckIn = d
 	}
 }
 
@@ -379,7 +388,7 @@ func canariesFirst(isCanary canaryFunc, pending []*v1alpha1.Kro, updating, faile
 		if !isCanary(&kros[i]) {
 			continue
 		}
-		isKro := func(m v1alpha1.RolloutMember) bool { return m.Kro == kroKey(&kros[i]) }
+		isKro := func(m v1alpha1.RolloutMember) bool { return m.Kro == KroKey(&kros[i]) }
 		if slices.ContainsFunc(updating, func(m v1alpha1.RolloutMember) bool { return isKro(m) && !m.Unavailable }) {
 			waiting = true
 		}
@@ -403,12 +412,12 @@ func runsHealthy(k *v1alpha1.Kro, revision string) bool {
 // failed after it was admitted, or it was not healthy within the timeout.
 func failure(k *v1alpha1.Kro, m v1alpha1.RolloutMember, gate verdict, timeout time.Duration, now time.Time) string {
 	if gate.final {
-		return shortenMessage(gate.reason)
+		return shortMessage(gate.reason)
 	}
 	if c := meta.FindStatusCondition(k.Status.Conditions, v1alpha1.ConditionHelmReleaseReady); c != nil &&
 		c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonReleaseFailed && !c.LastTransitionTime.Before(&m.Since) {
 		// Both times are kept to the second: a failure in the second of the admission counts.
-		return shortenMessage(c.Message)
+		return shortMessage(c.Message)
 	}
 	if now.Sub(m.Since.Time) >= timeout {
 		msg := gate.reason
@@ -418,7 +427,7 @@ func failure(k *v1alpha1.Kro, m v1alpha1.RolloutMember, gate verdict, timeout ti
 		if msg == "" {
 			msg = "not healthy"
 		}
-		return shortenMessage(fmt.Sprintf("not healthy within %s: %s", timeout, msg))
+		return shortMessage(fmt.Sprintf("not healthy within %s: %s", timeout, msg))
 	}
 	return ""
 }
@@ -449,7 +458,7 @@ func memberList(ms []v1alpha1.RolloutMember) string {
 func kroList(kros []*v1alpha1.Kro) string {
 	names := make([]string, 0, len(kros))
 	for _, k := range kros {
-		names = append(names, kroKey(k))
+		names = append(names, KroKey(k))
 	}
 	return nameList(names)
 }
@@ -462,7 +471,8 @@ func nameList(names []string) string {
 	return strings.Join(names, ", ")
 }
 
-func kroKey(k *v1alpha1.Kro) string { return client.ObjectKeyFromObject(k).String() }
+// KroKey is the Kro's namespace/name, as rollout members name it.
+func KroKey(k *v1alpha1.Kro) string { return k.Namespace + "/" + k.Name }
 
 // sortByKey sorts Kros by kroKey, making each key once and moving each Kro at most twice:
 // a ProviderConfig reconcile sorts every Kro of a version, and a comparison that built
@@ -470,7 +480,7 @@ func kroKey(k *v1alpha1.Kro) string { return client.ObjectKeyFromObject(k).Strin
 func sortByKey(kros []v1alpha1.Kro) {
 	keys := make([]string, len(kros))
 	for i := range kros {
-		keys[i] = kroKey(&kros[i])
+		keys[i] = KroKey(&kros[i])
 	}
 	if slices.IsSorted(keys) {
 		return
@@ -485,4 +495,27 @@ func sortByKey(kros []v1alpha1.Kro) {
 		sorted[i] = kros[j]
 	}
 	copy(kros, sorted)
+}
+
+// Admitted tells whether the ProviderConfig's rollout of a version's revision has
+// Admitted a Kro: it is updating, or it failed and keeps the revision.
+func Admitted(pc *v1alpha1.ProviderConfig, version, revision, kro string) bool {
+	for _, vs := range pc.Status.Versions {
+		if vs.Version != version || vs.Revision != revision {
+			continue
+		}
+		is := func(m v1alpha1.RolloutMember) bool { return m.Kro == kro }
+		if slices.ContainsFunc(vs.Updating, is) || slices.ContainsFunc(vs.Failed, is) {
+			return true
+		}
+	}
+	return false
+}
+
+// RgdsReady is how many of the Kro's RGDs are Ready.
+func RgdsReady(k *v1alpha1.Kro) int32 {
+	if k.Status.ResourceGraphDefinitions == nil {
+		return 0
+	}
+	return k.Status.ResourceGraphDefinitions.Ready
 }

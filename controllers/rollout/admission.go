@@ -1,18 +1,14 @@
-package controllers
+package rollout
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
-	"github.com/openmcp-project/service-provider-kro/controllers/foreign"
 )
 
 // A rollout's decisions are made in the ProviderConfig's status, but they are recorded
@@ -24,19 +20,19 @@ import (
 // the records back to rebuild its plan (planRollout), and the Kro reconciler to know the
 // revision a Kro runs when its own status lost it.
 
-// releaseRecord is what a HelmRelease records of its Kro's rollout.
-type releaseRecord struct {
+// Record is what a HelmRelease records of its Kro's rollout.
+type Record struct {
 	// Revision is the revision of the version's artifacts the HelmRelease carries.
 	Revision string
 	// Admission is the rollout's admission of the Kro to Revision; nil: none (the Kro got
 	// Revision without a rollout: a new Kro, a tenant's change of version, no policy).
-	Admission *admissionRecord
+	Admission *Admission
 	// Failed says why the rollout counts the Kro as failed with Revision ("": it does not).
 	Failed string
 }
 
-// admissionRecord is a RolloutMember as a HelmRelease keeps it.
-type admissionRecord struct {
+// Admission is a RolloutMember as a HelmRelease keeps it.
+type Admission struct {
 	Since       metav1.Time `json:"since"`
 	RGDsReady   int32       `json:"rgdsReady,omitempty"`
 	Unavailable bool        `json:"unavailable,omitempty"`
@@ -44,13 +40,13 @@ type admissionRecord struct {
 	Instances *v1alpha1.InstanceCounts `json:"instances,omitempty"`
 }
 
-// readRecord reads a HelmRelease's record. An admission that cannot be read is left
+// ReadRecord reads a HelmRelease's record. An admission that cannot be read is left
 // out: the Kro then counts as one that got the revision without a rollout.
-func readRecord(hr *helmv2.HelmRelease) releaseRecord {
+func ReadRecord(hr *helmv2.HelmRelease) Record {
 	a := hr.GetAnnotations()
-	rec := releaseRecord{Revision: a[v1alpha1.AnnotationRevision], Failed: a[v1alpha1.AnnotationRolloutFailed]}
+	rec := Record{Revision: a[v1alpha1.AnnotationRevision], Failed: a[v1alpha1.AnnotationRolloutFailed]}
 	if raw := a[v1alpha1.AnnotationRolloutAdmission]; raw != "" {
-		adm := &admissionRecord{}
+		adm := &Admission{}
 		if json.Unmarshal([]byte(raw), adm) == nil && !adm.Since.IsZero() {
 			rec.Admission = adm
 		}
@@ -58,9 +54,9 @@ func readRecord(hr *helmv2.HelmRelease) releaseRecord {
 	return rec
 }
 
-// annotate puts the record on the HelmRelease about to be applied; what the record
+// Annotate puts the record on the HelmRelease about to be applied; what the record
 // leaves out is not applied, so the apply removes it.
-func (rec releaseRecord) annotate(hr *helmv2.HelmRelease) error {
+func (rec Record) Annotate(hr *helmv2.HelmRelease) error {
 	if rec.Revision == "" {
 		return nil
 	}
@@ -82,7 +78,7 @@ func (rec releaseRecord) annotate(hr *helmv2.HelmRelease) error {
 }
 
 // member is the record's admission as the rollout member of the Kro with key kro.
-func (rec releaseRecord) member(kro string) v1alpha1.RolloutMember {
+func (rec Record) member(kro string) v1alpha1.RolloutMember {
 	m := v1alpha1.RolloutMember{Kro: kro, Reason: rec.Failed}
 	if rec.Admission != nil {
 		m.Since, m.RGDsReady, m.Unavailable = rec.Admission.Since, rec.Admission.RGDsReady, rec.Admission.Unavailable
@@ -93,30 +89,30 @@ func (rec releaseRecord) member(kro string) v1alpha1.RolloutMember {
 
 // admittedTo: the HelmRelease carries the revision because a rollout admitted the Kro to
 // it, and the rollout has not counted it as failed.
-func (rec releaseRecord) admittedTo(revision string) bool {
+func (rec Record) admittedTo(revision string) bool {
 	return rec.Revision == revision && rec.Admission != nil && rec.Failed == ""
 }
 
 // failedWith: the rollout counted the Kro as failed with the revision.
-func (rec releaseRecord) failedWith(revision string) bool {
+func (rec Record) failedWith(revision string) bool {
 	return rec.Revision == revision && rec.Admission != nil && rec.Failed != ""
 }
 
-// runningRevision is the revision a Kro runs: the one its HelmRelease records, or else
+// RunningRevision is the revision a Kro runs: the one its HelmRelease records, or else
 // the one it was last Ready with (a HelmRelease from before the record, or none).
-func runningRevision(k *v1alpha1.Kro, rec releaseRecord) string {
+func RunningRevision(k *v1alpha1.Kro, rec Record) string {
 	if rec.Revision != "" {
 		return rec.Revision
 	}
 	return k.Status.Revision
 }
 
-// nextRecord is the record the Kro's HelmRelease gets when it carries revision: the
+// NextRecord is the record the Kro's HelmRelease gets when it carries revision: the
 // ProviderConfig's status says whether the rollout admitted the Kro or counted it as
 // failed. Where the status knows nothing of the revision (it was lost, or not written
 // yet), the HelmRelease's earlier record of the same revision is kept.
-func nextRecord(pc *v1alpha1.ProviderConfig, version, revision, kro string, prev releaseRecord) releaseRecord {
-	rec := releaseRecord{Revision: revision}
+func NextRecord(pc *v1alpha1.ProviderConfig, version, revision, kro string, prev Record) Record {
+	rec := Record{Revision: revision}
 	is := func(m v1alpha1.RolloutMember) bool { return m.Kro == kro }
 	for _, vs := range pc.Status.Versions {
 		if vs.Version != version || vs.Revision != revision {
@@ -142,42 +138,6 @@ func nextRecord(pc *v1alpha1.ProviderConfig, version, revision, kro string, prev
 	return rec
 }
 
-func admissionOf(m v1alpha1.RolloutMember) *admissionRecord {
-	return &admissionRecord{Since: m.Since, RGDsReady: m.RGDsReady, Unavailable: m.Unavailable, Instances: m.Instances.DeepCopy()}
-}
-
-// releaseRecordOf reads the record of the Kro's HelmRelease from the cache; none when the
-// HelmRelease is not there or not the provider's.
-func (r *KroReconciler) releaseRecordOf(ctx context.Context, s *scope) (releaseRecord, error) {
-	hr := &helmv2.HelmRelease{}
-	err := r.Platform.Get(ctx, client.ObjectKey{Namespace: s.tenantNamespace, Name: fluxObjectName(r.ProviderName)}, hr)
-	if apierrors.IsNotFound(err) {
-		return releaseRecord{}, nil
-	}
-	if err != nil {
-		return releaseRecord{}, fmt.Errorf("reading HelmRelease %s/%s: %w", s.tenantNamespace, fluxObjectName(r.ProviderName), err)
-	}
-	if !ownedAs(hr, &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Labels: ownerLabels(s.kro, r.ProviderName, "")}}) {
-		return releaseRecord{}, nil
-	}
-	return readRecord(hr), nil
-}
-
-// releaseRecords reads the records of every HelmRelease of the provider from the
-// platform cache, by their Kro's "namespace/name".
-func (r *ProviderConfigReconciler) releaseRecords(ctx context.Context) (map[string]releaseRecord, error) {
-	list := &helmv2.HelmReleaseList{}
-	if err := r.Platform.List(ctx, list, client.MatchingLabels{
-		v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue, v1alpha1.LabelProvider: foreign.LabelValue(r.ProviderName),
-	}); err != nil {
-		return nil, fmt.Errorf("listing HelmReleases: %w", err)
-	}
-	out := make(map[string]releaseRecord, len(list.Items))
-	for i := range list.Items {
-		hr := &list.Items[i]
-		if kro := hr.Annotations[v1alpha1.AnnotationKro]; kro != "" && hr.DeletionTimestamp.IsZero() {
-			out[kro] = readRecord(hr)
-		}
-	}
-	return out, nil
+func admissionOf(m v1alpha1.RolloutMember) *Admission {
+	return &Admission{Since: m.Since, RGDsReady: m.RGDsReady, Unavailable: m.Unavailable, Instances: m.Instances.DeepCopy()}
 }

@@ -1,4 +1,4 @@
-package controllers
+package rollout
 
 import (
 	"encoding/json"
@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/versions"
 )
 
 // A plan (spec.rollout.plan) is a rollout that admits nobody yet: the version's status
@@ -40,22 +41,22 @@ const (
 
 // makePlan is the plan of the version's rollout: the waiting Kros in admission order,
 // their ResourceGraphDefinitions, and the changes from the revision most of them run.
-func (p *rolloutPlan) makePlan(isCanary canaryFunc, view rolloutView) *v1alpha1.PlannedRollout {
+func (p *Plan) makePlan(isCanary canaryFunc, view View) *v1alpha1.PlannedRollout {
 	order := admissionOrder(isCanary, p.waiting)
-	plan := &v1alpha1.PlannedRollout{Revision: p.Revision, From: mostRun(order, view.records)}
+	plan := &v1alpha1.PlannedRollout{Revision: p.Revision, From: mostRun(order, view.Records)}
 	for i, k := range order {
-		plan.RGDs += rgdsTotal(k)
+		plan.RGDs += RgdsTotal(k)
 		if i >= planMaxKros {
 			plan.More++
 			continue
 		}
-		pk := v1alpha1.PlannedKro{Kro: kroKey(k), Canary: isCanary != nil && isCanary(k), Unavailable: !availableKro(k)}
+		pk := v1alpha1.PlannedKro{Kro: KroKey(k), Canary: isCanary != nil && isCanary(k), Unavailable: !availableKro(k)}
 		if s := k.Status.ResourceGraphDefinitions; s != nil {
 			pk.RGDs, pk.RGDsReady = ptr.To(s.Total), ptr.To(s.Ready)
 		}
 		plan.Kros = append(plan.Kros, pk)
 	}
-	plan.Changes = shortenTo(artifactChanges(view.artifacts[plan.From], view.current, plan.From), 512)
+	plan.Changes = shortenTo(artifactChanges(view.Artifacts[plan.From], view.Current, plan.From), 512)
 	plan.Summary = shortenTo(planSummary(p.Version, plan), 512)
 	return plan
 }
@@ -112,7 +113,7 @@ func followPlan(plan *v1alpha1.PlannedRollout, candidates []*v1alpha1.Kro) []*v1
 		rank[pk.Kro] = i
 	}
 	rankOf := func(k *v1alpha1.Kro) int {
-		if r, ok := rank[kroKey(k)]; ok {
+		if r, ok := rank[KroKey(k)]; ok {
 			return r
 		}
 		return len(plan.Kros)
@@ -124,10 +125,10 @@ func followPlan(plan *v1alpha1.PlannedRollout, candidates []*v1alpha1.Kro) []*v1
 
 // mostRun is the revision most of the Kros run, the first by name of those run by as
 // many: the one a plan's changes are measured from.
-func mostRun(kros []*v1alpha1.Kro, records map[string]releaseRecord) string {
+func mostRun(kros []*v1alpha1.Kro, records map[string]Record) string {
 	count := map[string]int{}
 	for _, k := range kros {
-		count[runningRevision(k, records[kroKey(k)])]++
+		count[RunningRevision(k, records[KroKey(k)])]++
 	}
 	best := ""
 	for _, rev := range slices.Sorted(maps.Keys(count)) {
@@ -201,7 +202,7 @@ func artifactChanges(old, cur *v1alpha1.KroVersion, from string) string {
 		return "the artifacts of revision " + from + " are not kept: changes unknown"
 	}
 	var parts []string
-	if a, b := chartURL(old), chartURL(cur); a != b {
+	if a, b := versions.ChartURL(old), versions.ChartURL(cur); a != b {
 		parts = append(parts, fmt.Sprintf("chartURL %s → %s", a, b))
 	}
 	if old.ChartVersion != cur.ChartVersion {
@@ -295,7 +296,8 @@ func pathList(paths []string) string {
 	return strings.Join(paths, ", ")
 }
 
-func rgdsTotal(k *v1alpha1.Kro) int32 {
+// RgdsTotal is how many RGDs the Kro reports on its ControlPlane.
+func RgdsTotal(k *v1alpha1.Kro) int32 {
 	if k.Status.ResourceGraphDefinitions == nil {
 		return 0
 	}

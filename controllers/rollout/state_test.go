@@ -1,4 +1,4 @@
-package controllers
+package rollout
 
 import (
 	"testing"
@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/rollout/rollouttest"
 )
 
 // Pure tests of the rollout's state (issue 21, holes 1 and 2): the plan rebuilt from the
@@ -17,15 +18,15 @@ import (
 // admission.
 
 // planWith plans newRev of v1 with the HelmReleases' records.
-func planWith(g Gomega, policy *v1alpha1.RolloutPolicy, prev *v1alpha1.VersionStatus, records map[string]releaseRecord, now time.Time, kros ...v1alpha1.Kro) rolloutPlan {
-	view := rolloutView{kros: kros, records: records, versionOf: map[string]string{oldRev: "v1", newRev: "v1", "kro-v0-cccccccccc": "v0"}}
-	p, err := planRollout(policy, false, v1alpha1.VersionStatus{Version: "v1", Revision: newRev, Kros: int32(len(kros))}, prev, view, now)
+func planWith(g Gomega, policy *v1alpha1.RolloutPolicy, prev *v1alpha1.VersionStatus, records map[string]Record, now time.Time, kros ...v1alpha1.Kro) Plan {
+	view := View{Kros: kros, Records: records, VersionOf: map[string]string{rollouttest.OldRev: "v1", rollouttest.NewRev: "v1", "kro-v0-cccccccccc": "v0"}}
+	p, err := PlanRollout(policy, false, v1alpha1.VersionStatus{Version: "v1", Revision: rollouttest.NewRev, Kros: int32(len(kros))}, prev, view, now)
 	g.Expect(err).NotTo(HaveOccurred())
 	return p
 }
 
-func admittedRecord(rev string, since time.Time, failed string) releaseRecord {
-	return releaseRecord{Revision: rev, Admission: &admissionRecord{Since: metav1.NewTime(since)}, Failed: failed}
+func admittedRecord(rev string, since time.Time, failed string) Record {
+	return Record{Revision: rev, Admission: &Admission{Since: metav1.NewTime(since)}, Failed: failed}
 }
 
 // TestALostStatusIsRebuiltFromTheRecords: without the status, the Kro admitted before
@@ -35,25 +36,25 @@ func admittedRecord(rev string, since time.Time, failed string) releaseRecord {
 func TestALostStatusIsRebuiltFromTheRecords(t *testing.T) {
 	g := NewWithT(t)
 	policy := &v1alpha1.RolloutPolicy{MaxUnavailable: ptr.To(intstr.FromInt32(1))}
-	a, b := rolloutKro("a", oldRev, false), rolloutKro("b", oldRev, true)
-	records := map[string]releaseRecord{"ns/a": admittedRecord(newRev, rolloutT0, ""), "ns/b": {Revision: oldRev}}
+	a, b := rollouttest.Kro("a", rollouttest.OldRev, false), rollouttest.Kro("b", rollouttest.OldRev, true)
+	records := map[string]Record{"ns/a": admittedRecord(rollouttest.NewRev, rollouttest.T0, ""), "ns/b": {Revision: rollouttest.OldRev}}
 
-	p := planWith(g, policy, nil, records, rolloutT0.Add(time.Minute), a, b)
-	g.Expect(kroNames(p.Updating)).To(Equal([]string{"ns/a"}))
-	g.Expect(p.Updating[0].Since.Time).To(Equal(rolloutT0), "the admission's time comes from the record")
-	g.Expect(p.recheckIn).To(Equal(defaultHealthTimeout - time.Minute))
+	p := planWith(g, policy, nil, records, rollouttest.T0.Add(time.Minute), a, b)
+	g.Expect(rollouttest.MemberNames(p.Updating)).To(Equal([]string{"ns/a"}))
+	g.Expect(p.Updating[0].Since.Time).To(Equal(rollouttest.T0), "the admission's time comes from the record")
+	g.Expect(p.RecheckIn).To(Equal(defaultHealthTimeout - time.Minute))
 
-	records["ns/a"] = admittedRecord(newRev, rolloutT0, "upgrade failed")
-	p = planWith(g, policy, nil, records, rolloutT0.Add(2*time.Minute), a, b)
+	records["ns/a"] = admittedRecord(rollouttest.NewRev, rollouttest.T0, "upgrade failed")
+	p = planWith(g, policy, nil, records, rollouttest.T0.Add(2*time.Minute), a, b)
 	g.Expect(p.Rollout).To(Equal(v1alpha1.RolloutPaused))
 	g.Expect(p.Failed).To(ConsistOf(HaveField("Reason", "upgrade failed")))
 	g.Expect(p.Updating).To(BeEmpty())
 
 	// A record of an older revision admits nothing to the current one.
-	records["ns/a"] = admittedRecord(oldRev, rolloutT0, "")
-	p = planWith(g, policy, nil, records, rolloutT0.Add(3*time.Minute), rolloutKro("a", oldRev, true), b)
-	g.Expect(kroNames(p.Updating)).To(Equal([]string{"ns/a"}))
-	g.Expect(p.Updating[0].Since.Time).To(Equal(rolloutT0.Add(3*time.Minute)), "admitted now, not by the record")
+	records["ns/a"] = admittedRecord(rollouttest.OldRev, rollouttest.T0, "")
+	p = planWith(g, policy, nil, records, rollouttest.T0.Add(3*time.Minute), rollouttest.Kro("a", rollouttest.OldRev, true), b)
+	g.Expect(rollouttest.MemberNames(p.Updating)).To(Equal([]string{"ns/a"}))
+	g.Expect(p.Updating[0].Since.Time).To(Equal(rollouttest.T0.Add(3*time.Minute)), "admitted now, not by the record")
 }
 
 // TestARestoredKroWithoutRevisionWaits: a Kro whose status lost status.revision still
@@ -61,10 +62,10 @@ func TestALostStatusIsRebuiltFromTheRecords(t *testing.T) {
 func TestARestoredKroWithoutRevisionWaits(t *testing.T) {
 	g := NewWithT(t)
 	policy := &v1alpha1.RolloutPolicy{MaxUnavailable: ptr.To(intstr.FromInt32(1))}
-	a, b := rolloutKro("a", oldRev, false), rolloutKro("b", "", true)
-	records := map[string]releaseRecord{"ns/a": admittedRecord(newRev, rolloutT0, ""), "ns/b": {Revision: oldRev}}
-	p := planWith(g, policy, nil, records, rolloutT0, a, b)
-	g.Expect(kroNames(p.Updating)).To(Equal([]string{"ns/a"}))
+	a, b := rollouttest.Kro("a", rollouttest.OldRev, false), rollouttest.Kro("b", "", true)
+	records := map[string]Record{"ns/a": admittedRecord(rollouttest.NewRev, rollouttest.T0, ""), "ns/b": {Revision: rollouttest.OldRev}}
+	p := planWith(g, policy, nil, records, rollouttest.T0, a, b)
+	g.Expect(rollouttest.MemberNames(p.Updating)).To(Equal([]string{"ns/a"}))
 	g.Expect(p.Message).To(ContainSubstring("the next Kros wait"), "b waits, though its status names no revision")
 }
 
@@ -74,37 +75,37 @@ func TestARestoredKroWithoutRevisionWaits(t *testing.T) {
 func TestUnavailableKrosCountButDoNotFail(t *testing.T) {
 	g := NewWithT(t)
 	policy := &v1alpha1.RolloutPolicy{MaxUnavailable: ptr.To(intstr.FromInt32(2)), HealthTimeout: &metav1.Duration{Duration: time.Minute}}
-	a, b, h := rolloutKro("a", oldRev, true), rolloutKro("b", oldRev, true), rolloutKro("h", oldRev, false)
-	records := map[string]releaseRecord{}
+	a, b, h := rollouttest.Kro("a", rollouttest.OldRev, true), rollouttest.Kro("b", rollouttest.OldRev, true), rollouttest.Kro("h", rollouttest.OldRev, false)
+	records := map[string]Record{}
 
-	p := planWith(g, policy, nil, records, rolloutT0, a, b, h)
-	g.Expect(kroNames(p.Updating)).To(Equal([]string{"ns/a"}), "h is first by name but unavailable, and it takes a slot")
+	p := planWith(g, policy, nil, records, rollouttest.T0, a, b, h)
+	g.Expect(rollouttest.MemberNames(p.Updating)).To(Equal([]string{"ns/a"}), "h is first by name but unavailable, and it takes a slot")
 	g.Expect(p.Message).To(ContainSubstring("1 Kros that are unavailable are updated last, or once they recover: ns/h"))
 
-	a = rolloutKro("a", newRev, true)
-	p = planWith(g, policy, &p.VersionStatus, records, rolloutT0.Add(time.Minute), a, b, h)
-	g.Expect(kroNames(p.Updating)).To(Equal([]string{"ns/b"}))
+	a = rollouttest.Kro("a", rollouttest.NewRev, true)
+	p = planWith(g, policy, &p.VersionStatus, records, rollouttest.T0.Add(time.Minute), a, b, h)
+	g.Expect(rollouttest.MemberNames(p.Updating)).To(Equal([]string{"ns/b"}))
 
-	b = rolloutKro("b", newRev, true)
-	p = planWith(g, policy, &p.VersionStatus, records, rolloutT0.Add(2*time.Minute), a, b, h)
+	b = rollouttest.Kro("b", rollouttest.NewRev, true)
+	p = planWith(g, policy, &p.VersionStatus, records, rollouttest.T0.Add(2*time.Minute), a, b, h)
 	g.Expect(p.Updating).To(ConsistOf(HaveField("Unavailable", true)), "h goes last")
 	g.Expect(p.Rollout).To(Equal(v1alpha1.RolloutProgressing))
 
 	// Long past the health timeout h is neither healthy nor failed.
-	p = planWith(g, policy, &p.VersionStatus, records, rolloutT0.Add(time.Hour), a, b, h)
+	p = planWith(g, policy, &p.VersionStatus, records, rollouttest.T0.Add(time.Hour), a, b, h)
 	g.Expect(p.Failed).To(BeEmpty())
-	g.Expect(kroNames(p.Updating)).To(Equal([]string{"ns/h"}))
+	g.Expect(rollouttest.MemberNames(p.Updating)).To(Equal([]string{"ns/h"}))
 
 	// Once its HelmRelease carries the revision the rollout is complete, and says that h
 	// is still unavailable.
-	records["ns/h"] = releaseRecord{Revision: newRev, Admission: admissionOf(p.Updating[0])}
-	p = planWith(g, policy, &p.VersionStatus, records, rolloutT0.Add(time.Hour), a, b, h)
+	records["ns/h"] = Record{Revision: rollouttest.NewRev, Admission: admissionOf(p.Updating[0])}
+	p = planWith(g, policy, &p.VersionStatus, records, rollouttest.T0.Add(time.Hour), a, b, h)
 	g.Expect(p.Rollout).To(Equal(v1alpha1.RolloutComplete))
 	g.Expect(p.Failed).To(BeEmpty())
 	g.Expect(p.Message).To(ContainSubstring("1 Kros got the revision while unavailable, which counts as no failure: ns/h"))
 
 	// The same, rebuilt from the records alone.
-	p = planWith(g, policy, nil, records, rolloutT0.Add(time.Hour), a, b, h)
+	p = planWith(g, policy, nil, records, rollouttest.T0.Add(time.Hour), a, b, h)
 	g.Expect(p.Rollout).To(Equal(v1alpha1.RolloutComplete))
 }
 
@@ -113,11 +114,11 @@ func TestUnavailableKrosCountButDoNotFail(t *testing.T) {
 func TestARecoveredKroIsAdmittedAsAvailable(t *testing.T) {
 	g := NewWithT(t)
 	policy := &v1alpha1.RolloutPolicy{MaxUnavailable: ptr.To(intstr.FromInt32(2))}
-	a, h := rolloutKro("a", oldRev, true), rolloutKro("h", oldRev, false)
-	p := planWith(g, policy, nil, nil, rolloutT0, a, h)
-	g.Expect(kroNames(p.Updating)).To(Equal([]string{"ns/a"}))
+	a, h := rollouttest.Kro("a", rollouttest.OldRev, true), rollouttest.Kro("h", rollouttest.OldRev, false)
+	p := planWith(g, policy, nil, nil, rollouttest.T0, a, h)
+	g.Expect(rollouttest.MemberNames(p.Updating)).To(Equal([]string{"ns/a"}))
 	h.Status.Phase = v1alpha1.PhaseReady
-	p = planWith(g, policy, &p.VersionStatus, nil, rolloutT0.Add(time.Minute), a, h)
+	p = planWith(g, policy, &p.VersionStatus, nil, rollouttest.T0.Add(time.Minute), a, h)
 	g.Expect(p.Updating).To(HaveLen(2))
 	g.Expect(p.Updating[1]).To(And(HaveField("Kro", "ns/h"), HaveField("Unavailable", false)))
 }
@@ -127,7 +128,7 @@ func TestARecoveredKroIsAdmittedAsAvailable(t *testing.T) {
 func TestTooManyUnavailableHoldsTheRollout(t *testing.T) {
 	g := NewWithT(t)
 	policy := &v1alpha1.RolloutPolicy{MaxUnavailable: ptr.To(intstr.FromInt32(1))}
-	p := planWith(g, policy, nil, nil, rolloutT0, rolloutKro("a", oldRev, true), rolloutKro("h", oldRev, false))
+	p := planWith(g, policy, nil, nil, rollouttest.T0, rollouttest.Kro("a", rollouttest.OldRev, true), rollouttest.Kro("h", rollouttest.OldRev, false))
 	g.Expect(p.Updating).To(BeEmpty())
 	g.Expect(p.Message).To(ContainSubstring("the next Kros wait: 1 of at most 1 (maxUnavailable) are unavailable"))
 }
@@ -138,14 +139,14 @@ func TestTooManyUnavailableHoldsTheRollout(t *testing.T) {
 func TestAVersionSwitchIsNoAdmission(t *testing.T) {
 	g := NewWithT(t)
 	policy := &v1alpha1.RolloutPolicy{MaxUnavailable: ptr.To(intstr.FromInt32(2))}
-	moved := rolloutKro("m", "kro-v0-cccccccccc", false)
+	moved := rollouttest.Kro("m", "kro-v0-cccccccccc", false)
 	moved.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionHelmReleaseReady, Status: metav1.ConditionFalse,
-		Reason: v1alpha1.ReasonReleaseFailed, Message: "upgrade failed", LastTransitionTime: metav1.NewTime(rolloutT0.Add(time.Minute))}}
-	records := map[string]releaseRecord{"ns/m": {Revision: newRev}}
-	p := planWith(g, policy, nil, records, rolloutT0, rolloutKro("a", oldRev, true), moved)
-	g.Expect(kroNames(p.Updating)).To(Equal([]string{"ns/a"}))
-	p = planWith(g, policy, &p.VersionStatus, records, rolloutT0.Add(time.Hour), rolloutKro("a", oldRev, false), moved)
-	g.Expect(kroNames(p.Failed)).To(Equal([]string{"ns/a"}), "only the admitted Kro can fail the revision")
+		Reason: v1alpha1.ReasonReleaseFailed, Message: "upgrade failed", LastTransitionTime: metav1.NewTime(rollouttest.T0.Add(time.Minute))}}
+	records := map[string]Record{"ns/m": {Revision: rollouttest.NewRev}}
+	p := planWith(g, policy, nil, records, rollouttest.T0, rollouttest.Kro("a", rollouttest.OldRev, true), moved)
+	g.Expect(rollouttest.MemberNames(p.Updating)).To(Equal([]string{"ns/a"}))
+	p = planWith(g, policy, &p.VersionStatus, records, rollouttest.T0.Add(time.Hour), rollouttest.Kro("a", rollouttest.OldRev, false), moved)
+	g.Expect(rollouttest.MemberNames(p.Failed)).To(Equal([]string{"ns/a"}), "only the admitted Kro can fail the revision")
 }
 
 // TestABrokenKroDoesNotHoldTheRolloutOpen: a Kro whose HelmRelease carries the revision
@@ -153,13 +154,13 @@ func TestAVersionSwitchIsNoAdmission(t *testing.T) {
 // has the revision: the rollout is Complete, and the message names it.
 func TestABrokenKroDoesNotHoldTheRolloutOpen(t *testing.T) {
 	g := NewWithT(t)
-	records := map[string]releaseRecord{"ns/b": {Revision: newRev}}
+	records := map[string]Record{"ns/b": {Revision: rollouttest.NewRev}}
 	for _, policy := range []*v1alpha1.RolloutPolicy{nil, {MaxUnavailable: ptr.To(intstr.FromInt32(1))}} {
-		p := planWith(g, policy, nil, records, rolloutT0, rolloutKro("a", newRev, true), rolloutKro("b", "", false))
+		p := planWith(g, policy, nil, records, rollouttest.T0, rollouttest.Kro("a", rollouttest.NewRev, true), rollouttest.Kro("b", "", false))
 		g.Expect(p.Rollout).To(Equal(v1alpha1.RolloutComplete))
 		g.Expect(p.Updated).To(BeEquivalentTo(1))
 		g.Expect(p.Message).To(ContainSubstring("1 Kros have the revision but are not Ready with it: ns/b"))
-		p = planWith(g, policy, nil, nil, rolloutT0, rolloutKro("a", newRev, true), rolloutKro("b", "", false))
+		p = planWith(g, policy, nil, nil, rollouttest.T0, rollouttest.Kro("a", rollouttest.NewRev, true), rollouttest.Kro("b", "", false))
 		g.Expect(p.Rollout).To(Equal(v1alpha1.RolloutProgressing), "a Kro without a HelmRelease yet does not have it")
 	}
 }

@@ -1,0 +1,50 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/openmcp-project/service-provider-kro/controllers/rollout"
+)
+
+// releaseRecordOf reads the record of the Kro's HelmRelease from the cache; none when the
+// HelmRelease is not there or not the provider's.
+func (r *KroReconciler) releaseRecordOf(ctx context.Context, s *scope) (rollout.Record, error) {
+	hr := &helmv2.HelmRelease{}
+	err := r.Platform.Get(ctx, client.ObjectKey{Namespace: s.tenantNamespace, Name: fluxObjectName(r.ProviderName)}, hr)
+	if apierrors.IsNotFound(err) {
+		return rollout.Record{}, nil
+	}
+	if err != nil {
+		return rollout.Record{}, fmt.Errorf("reading HelmRelease %s/%s: %w", s.tenantNamespace, fluxObjectName(r.ProviderName), err)
+	}
+	if !ownedAs(hr, &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Labels: ownerLabels(s.kro, r.ProviderName, "")}}) {
+		return rollout.Record{}, nil
+	}
+	return rollout.ReadRecord(hr), nil
+}
+
+// observeRolloutHealth reads kro's health on the ControlPlane while a rollout updates
+// the Kro or holds it as failed, for its status; the first read after the admission, made before the
+// HelmRelease carries the revision, is the admission's instance baseline. Both count
+// only the instances created no later than the admission.
+func (r *KroReconciler) observeRolloutHealth(ctx context.Context, s *scope) (result, error) {
+	if !s.gate || s.record.Admission == nil {
+		return proceed, nil
+	}
+	h, err := readKroHealth(ctx, s.access.Cluster, s.site, s.obs.revision, s.record.Admission.Since.Time)
+	if err != nil {
+		return proceed, fmt.Errorf("reading kro's health for the rollout: %w", err)
+	}
+	if s.record.Admission.Instances == nil && s.record.Failed == "" {
+		counts := h.Instances
+		s.record.Admission.Instances = &counts
+	}
+	s.obs.rolloutHealth = h
+	return proceed, nil
+}
