@@ -15,6 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmcp-project/service-provider-kro/clusters"
+	"github.com/openmcp-project/service-provider-kro/controllers/reach"
+	"github.com/openmcp-project/service-provider-kro/controllers/guard"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
 
@@ -50,19 +53,19 @@ func BenchmarkBoundedReads(b *testing.B) {
 	instance, _ := largeKroKind(b, g, c, "Tenanted", "tenanted", boundedKindSchema)
 	ns := namespaceOn(b, g, c)
 	cl, log := countedCluster(b, g, cs[0].Config)
-	site := kroSite{cluster: cl, namespace: KroNamespace, release: ReleaseName, where: "the ControlPlane"}
+	site := reach.Site{Cluster: cl, Namespace: owned.KroNamespace, Release: owned.ReleaseName, Where: "the ControlPlane"}
 
 	reads := func(b *testing.B, want int) {
 		b.Run("guard", func(b *testing.B) {
 			measureRead(b, log, func() {
-				counts, err := instancesOf(ctx, cl)
+				counts, err := guard.InstancesOf(ctx, cl)
 				g.Expect(err).NotTo(HaveOccurred())
-				g.Expect(totalInstances(counts)).To(Equal(want))
+				g.Expect(guard.TotalInstances(counts)).To(Equal(want))
 			})
 		})
 		b.Run("health", func(b *testing.B) {
 			measureRead(b, log, func() {
-				h, err := readKroHealth(ctx, cl, site, "rev", time.Now())
+				h, err := guard.ReadKroHealth(ctx, cl, site.Deployment(), "rev", time.Now())
 				g.Expect(err).NotTo(HaveOccurred())
 				g.Expect(h.Instances.Total).To(BeEquivalentTo(want))
 			})

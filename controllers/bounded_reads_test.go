@@ -22,6 +22,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 
 	"github.com/openmcp-project/service-provider-kro/clusters"
+	"github.com/openmcp-project/service-provider-kro/controllers/reach"
+	"github.com/openmcp-project/service-provider-kro/controllers/guard"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
 
@@ -192,9 +195,9 @@ func TestDeletionGuardReadsNoSchemaAndNoInstances(t *testing.T) {
 	createInstances(t, g, controlPlane.Client, instance, ns, 150, 16<<10, func(int) bool { return true })
 
 	cl, log := countedCluster(t, g, controlPlane.Config)
-	counts, err := instancesOf(ctx, cl)
+	counts, err := guard.InstancesOf(ctx, cl)
 	g.Expect(err).NotTo(HaveOccurred())
-	var mine []InstanceCount
+	var mine []guard.InstanceCount
 	for _, c := range counts {
 		if c.Kind == kind {
 			mine = append(mine, c)
@@ -237,8 +240,8 @@ func TestHealthReadPagesInstances(t *testing.T) {
 	createInstances(t, g, controlPlane.Client, instance, ns, n, 1<<10, func(i int) bool { return i%50 != 7 })
 
 	cl, log := countedCluster(t, g, controlPlane.Config)
-	site := kroSite{cluster: cl, namespace: KroNamespace, release: ReleaseName, where: "the ControlPlane"}
-	h, err := readKroHealth(ctx, cl, site, "rev", time.Now())
+	site := reach.Site{Cluster: cl, Namespace: owned.KroNamespace, Release: owned.ReleaseName, Where: "the ControlPlane"}
+	h, err := guard.ReadKroHealth(ctx, cl, site.Deployment(), "rev", time.Now())
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(h.Instances.Total).To(BeNumerically(">=", n))
 	var mine []string
@@ -289,7 +292,7 @@ func TestReadsSkipAKindNeverServed(t *testing.T) {
 	}, timeout, interval).Should(Succeed())
 
 	cl, _ := countedCluster(t, g, controlPlane.Config)
-	counts, err := instancesOf(ctx, cl)
+	counts, err := guard.InstancesOf(ctx, cl)
 	g.Expect(err).NotTo(HaveOccurred())
 	var mine []string
 	for _, c := range counts {
@@ -298,7 +301,7 @@ func TestReadsSkipAKindNeverServed(t *testing.T) {
 		}
 	}
 	g.Expect(mine).To(Equal([]string{fmt.Sprintf("2 %s (%s.kro.run, RGD %s)", kind, plural, rgd)}), "the kind served is counted, the other skipped")
-	site := kroSite{cluster: cl, namespace: KroNamespace, release: ReleaseName, where: "the ControlPlane"}
-	_, err = readKroHealth(ctx, cl, site, "rev", time.Now())
+	site := reach.Site{Cluster: cl, Namespace: owned.KroNamespace, Release: owned.ReleaseName, Where: "the ControlPlane"}
+	_, err = guard.ReadKroHealth(ctx, cl, site.Deployment(), "rev", time.Now())
 	g.Expect(err).NotTo(HaveOccurred())
 }

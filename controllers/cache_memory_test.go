@@ -17,6 +17,7 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 )
 
 // sharedCacheKros is how many Ready Kros BenchmarkSharedCacheMemory fills the caches
@@ -47,7 +48,7 @@ func BenchmarkSharedCacheMemory(b *testing.B) {
 		name                 string
 		onboarding, platform cache.Options
 	}{
-		{"compact", OnboardingCacheOptions(), PlatformCacheOptions(podNamespace)},
+		{"compact", owned.OnboardingCacheOptions(), PlatformCacheOptions(podNamespace)},
 		{"full", cache.Options{}, full},
 	} {
 		b.Run(v.name, func(b *testing.B) {

@@ -19,6 +19,7 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/controllers/chartparts"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/controllers/versions"
 )
 
@@ -106,7 +107,7 @@ func (r *KroReconciler) reconcileControlPlaneParts(ctx context.Context, s *scope
 		return proceed, nil
 	}
 	parts, err := r.charts.Get(ctx, artifactClient, artifact.URL, artifact.Digest, chartparts.Options{
-		ReleaseName: ReleaseName, Namespace: KroNamespace, Values: values, ServiceAccount: kroServiceAccount,
+		ReleaseName: owned.ReleaseName, Namespace: owned.KroNamespace, Values: values, ServiceAccount: kroServiceAccount,
 	})
 	if err != nil {
 		return proceed, fmt.Errorf("reading kro's CRDs and RBAC from chart %s:%s: %w", versions.ChartURL(s.version), s.version.ChartVersion, err)
@@ -148,14 +149,14 @@ func (r *KroReconciler) applyParts(ctx context.Context, s *scope, parts *chartpa
 			if labels == nil {
 				labels = map[string]string{}
 			}
-			for k, v := range ownerLabels(s.kro, r.ProviderName, v1alpha1.RoleKroParts) {
+			for k, v := range owned.Labels(s.kro, r.ProviderName, v1alpha1.RoleKroParts) {
 				labels[k] = v
 			}
 			o.SetLabels(labels)
 		}
 		o.SetManagedFields(nil)
 		o.SetResourceVersion("")
-		if err := apply(ctx, c, o); err != nil {
+		if err := owned.Apply(ctx, c, o); err != nil {
 			return fmt.Errorf("applying %s %s on the ControlPlane: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err)
 		}
 	}
@@ -170,7 +171,7 @@ func (r *KroReconciler) requestKroAccess(ctx context.Context, s *scope, parts *c
 	if access == nil {
 		return nil
 	}
-	if err := ensureNamespace(ctx, s.access.Client, KroNamespace, nil); err != nil {
+	if err := owned.EnsureNamespace(ctx, s.access.Client, owned.KroNamespace, nil); err != nil {
 		return fmt.Errorf("on the ControlPlane: %w", err)
 	}
 	return access.Request(ctx, client.ObjectKeyFromObject(s.kro), parts.BoundClusterRoles())

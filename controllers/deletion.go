@@ -19,7 +19,10 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
+	"github.com/openmcp-project/service-provider-kro/controllers/reach"
 	"github.com/openmcp-project/service-provider-kro/controllers/foreign"
+	"github.com/openmcp-project/service-provider-kro/controllers/guard"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 )
 
 // reconcileDelete removes kro from the ControlPlane and everything the provider created,
@@ -66,7 +69,7 @@ func (r *KroReconciler) reconcileDelete(ctx context.Context, s *scope) (result, 
 // one of that name is someone else's (not the provider's to guard or delete).
 func (r *KroReconciler) ownRelease(ctx context.Context, s *scope) (*helmv2.HelmRelease, error) {
 	hr := &helmv2.HelmRelease{}
-	key := client.ObjectKey{Namespace: s.tenantNamespace, Name: fluxObjectName(r.ProviderName)}
+	key := client.ObjectKey{Namespace: s.tenantNamespace, Name: owned.FluxObjectName(r.ProviderName)}
 	switch err := r.PlatformReader.Get(ctx, key, hr); {
 	case apierrors.IsNotFound(err):
 		return nil, nil
@@ -194,7 +197,7 @@ func (r *KroReconciler) finishDeletion(ctx context.Context, s *scope) (result, e
 		return res, err
 	}
 	if released, err := r.ControlPlanes.Release(ctx, s.kro); err != nil || !released {
-		s.obs.notBlocked(v1alpha1.ReasonReconcileSuccess, "kro is uninstalled; "+withdrawalPending(s.tenantNamespace))
+		s.obs.notBlocked(v1alpha1.ReasonReconcileSuccess, "kro is uninstalled; "+reach.WithdrawalPending(s.tenantNamespace))
 		return waiting, err
 	}
 	if err := r.removeTenantNamespace(ctx, s); err != nil {
@@ -210,7 +213,7 @@ func (r *KroReconciler) finishDeletion(ctx context.Context, s *scope) (result, e
 // pull secret copies there too, and nil when it does not: a ControlPlane that cannot be
 // reached does not hold up a deletion that has nothing to uninstall. It waits only while
 // a connection is being made, whose outcome brings the Kro back.
-func (r *KroReconciler) cleanupAccess(ctx context.Context, s *scope) (*ControlPlaneAccess, result, error) {
+func (r *KroReconciler) cleanupAccess(ctx context.Context, s *scope) (*reach.ControlPlaneAccess, result, error) {
 	access, na, err := r.lookUpAccess(ctx, s)
 	switch {
 	case err != nil:
@@ -226,9 +229,9 @@ func (r *KroReconciler) cleanupAccess(ctx context.Context, s *scope) (*ControlPl
 
 // lookUpAccess looks for the ControlPlane's access and reports it in
 // ControlPlaneAccessReady: the access when it works, else why not.
-func (r *KroReconciler) lookUpAccess(ctx context.Context, s *scope) (*ControlPlaneAccess, *NotAvailableError, error) {
+func (r *KroReconciler) lookUpAccess(ctx context.Context, s *scope) (*reach.ControlPlaneAccess, *reach.NotAvailableError, error) {
 	access, err := r.ControlPlanes.Access(ctx, s.kro)
-	na, notAvailable := asNotAvailable(err)
+	na, notAvailable := reach.AsNotAvailable(err)
 	switch {
 	case err != nil && !notAvailable:
 		return nil, nil, err
@@ -248,7 +251,7 @@ func (r *KroReconciler) lookUpAccess(ctx context.Context, s *scope) (*ControlPla
 // missing for the grace period, counted from the first time it was seen missing (a
 // kubeconfig secret replaced by delete-and-recreate is back long before). While the
 // grace period runs, DeletionBlocked says until when, and the Kro comes back then.
-func (r *KroReconciler) accessGone(s *scope, na *NotAvailableError, now time.Time) (bool, string) {
+func (r *KroReconciler) accessGone(s *scope, na *reach.NotAvailableError, now time.Time) (bool, string) {
 	s.obs.accessMissing(s.kro, na, now)
 	switch {
 	case na.Gone:
@@ -273,7 +276,7 @@ func (r *KroReconciler) accessGone(s *scope, na *NotAvailableError, now time.Tim
 // accessMissing records whether the ControlPlane's access is missing (na.Missing), and
 // since when: the time already in the status, or now. Access that exists, even if it
 // does not work, is not missing.
-func (o *observation) accessMissing(kro *v1alpha1.Kro, na *NotAvailableError, now time.Time) {
+func (o *observation) accessMissing(kro *v1alpha1.Kro, na *reach.NotAvailableError, now time.Time) {
 	o.accessChecked = true
 	switch {
 	case na == nil || !na.Missing:
@@ -338,16 +341,16 @@ func (r *KroReconciler) guardDeletion(ctx context.Context, s *scope, hr *helmv2.
 	if na.Connecting {
 		return undecided, nil
 	}
-	s.obs.blocked(na.reason(), "cannot check the ControlPlane for ResourceGraphDefinitions: "+na.Message)
+	s.obs.blocked(na.ConditionReason(), "cannot check the ControlPlane for ResourceGraphDefinitions: "+na.Message)
 	return waiting, nil
 }
 
 // guardUserResources blocks the deletion while the tenant's RGDs or instances of the
 // kinds kro generated for them exist: uninstalling kro would orphan them, and instances
 // that carry kro's finalizer could never finish deleting.
-func (r *KroReconciler) guardUserResources(ctx context.Context, s *scope, access *ControlPlaneAccess) (result, error) {
+func (r *KroReconciler) guardUserResources(ctx context.Context, s *scope, access *reach.ControlPlaneAccess) (result, error) {
 	list, err := access.ResourceGraphDefinitions(ctx)
-	if errors.Is(err, errRGDsUnknown) {
+	if errors.Is(err, reach.ErrRGDsUnknown) {
 		s.obs.rgdsKeep = true
 		s.obs.blocked(v1alpha1.ReasonReconciling, "cannot check the ControlPlane for ResourceGraphDefinitions yet: "+err.Error())
 		return waiting, nil
@@ -356,7 +359,7 @@ func (r *KroReconciler) guardUserResources(ctx context.Context, s *scope, access
 		s.obs.waitingFor = "checking the ControlPlane for ResourceGraphDefinitions failed: " + summarize(err)
 		return proceed, err
 	}
-	s.obs.rgds = summarizeRGDs(list)
+	s.obs.rgds = guard.SummarizeRGDs(list)
 	rgdCondition(&s.obs, s.obs.rgds)
 	instances, err := access.Instances(ctx)
 	if err != nil {
@@ -371,14 +374,14 @@ func (r *KroReconciler) guardUserResources(ctx context.Context, s *scope, access
 	case len(rgds) > 0 && len(instances) > 0:
 		s.obs.blocked(v1alpha1.ReasonUserResourcesPresent, fmt.Sprintf(
 			"%d ResourceGraphDefinitions still exist on the ControlPlane: %s, and %d instances of their kinds: %s; delete the instances first, while their RGDs exist, then the RGDs, to let kro be removed",
-			len(rgds), listNames(rgds), totalInstances(instances), listInstances(instances)))
+			len(rgds), listNames(rgds), guard.TotalInstances(instances), guard.ListInstances(instances)))
 	case len(rgds) > 0:
 		s.obs.blocked(v1alpha1.ReasonUserResourcesPresent, fmt.Sprintf(
 			"%d ResourceGraphDefinitions still exist on the ControlPlane: %s; delete them to let kro be removed", len(rgds), listNames(rgds)))
 	case len(instances) > 0:
 		s.obs.blocked(v1alpha1.ReasonInstancesPresent, fmt.Sprintf(
 			"%d instances of kinds kro generated still exist on the ControlPlane although their ResourceGraphDefinitions are gone: %s; kro cannot finish deleting them without their RGD: recreate the RGD (%s) so that kro can finish them and delete the instances while it exists, then the RGD",
-			totalInstances(instances), listInstances(instances), rgdsOfInstances(instances)))
+			guard.TotalInstances(instances), guard.ListInstances(instances), guard.RgdsOfInstances(instances)))
 	default:
 		s.obs.notBlocked(v1alpha1.ReasonReconcileSuccess,
 			"no ResourceGraphDefinitions and no instances of kro's kinds block the deletion")
@@ -389,9 +392,9 @@ func (r *KroReconciler) guardUserResources(ctx context.Context, s *scope, access
 
 // removeLeftovers deletes the OCIRepository and every secret copy, on the ControlPlane
 // too while it can be reached.
-func (r *KroReconciler) removeLeftovers(ctx context.Context, s *scope, access *ControlPlaneAccess) error {
+func (r *KroReconciler) removeLeftovers(ctx context.Context, s *scope, access *reach.ControlPlaneAccess) error {
 	repo := &sourcev1.OCIRepository{}
-	key := client.ObjectKey{Namespace: s.tenantNamespace, Name: fluxObjectName(r.ProviderName)}
+	key := client.ObjectKey{Namespace: s.tenantNamespace, Name: owned.FluxObjectName(r.ProviderName)}
 	switch err := r.PlatformReader.Get(ctx, key, repo); {
 	case apierrors.IsNotFound(err):
 	case err != nil:
@@ -403,7 +406,7 @@ func (r *KroReconciler) removeLeftovers(ctx context.Context, s *scope, access *C
 		}
 	}
 	if access != nil {
-		if err := r.removeImageSecretCopies(ctx, access.Client, s.kro, KroNamespace, nil); err != nil {
+		if err := r.removeImageSecretCopies(ctx, access.Client, s.kro, owned.KroNamespace, nil); err != nil {
 			return err
 		}
 	}
@@ -419,7 +422,7 @@ func (r *KroReconciler) removeLeftovers(ctx context.Context, s *scope, access *C
 // the provider's labels of the Kro. An object of the same name without them is someone
 // else's and is never deleted.
 func (r *KroReconciler) madeFor(kro *v1alpha1.Kro, obj client.Object) bool {
-	return ownedAs(obj, &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Labels: ownerLabels(kro, r.ProviderName, "")}})
+	return owned.As(obj, &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Labels: owned.Labels(kro, r.ProviderName, "")}})
 }
 
 // rgdNames returns the names of RGDs, in their order.
@@ -441,7 +444,7 @@ func (r *KroReconciler) removeTenantNamespace(ctx context.Context, s *scope) err
 	if err := r.PlatformReader.Get(ctx, client.ObjectKey{Name: s.tenantNamespace}, ns); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if !ns.DeletionTimestamp.IsZero() || !ownedAs(ns, newTenantNamespace(s.kro, r.ProviderName, s.tenantNamespace)) {
+	if !ns.DeletionTimestamp.IsZero() || !owned.As(ns, newTenantNamespace(s.kro, r.ProviderName, s.tenantNamespace)) {
 		return nil
 	}
 	left, err := r.namespaceContents(ctx, s.tenantNamespace)

@@ -17,6 +17,7 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
 
@@ -214,7 +215,7 @@ func TestOpenMCPGoneIsDecidedByTheClusterRequest(t *testing.T) {
 	g.Expect(env.onboarding.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "project-a"}})).To(Succeed())
 	k := &v1alpha1.Kro{ObjectMeta: metav1.ObjectMeta{Namespace: "project-a", Name: "cp-gone"}, Spec: v1alpha1.KroSpec{Version: baseVersion}}
 	g.Expect(env.onboarding.Client.Create(ctx, k)).To(Succeed())
-	tenant, err := TenantNamespace(k)
+	tenant, err := owned.TenantNamespace(k)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(client.IgnoreAlreadyExists(env.platform.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenant}}))).To(Succeed())
 	cr := &clustersv1alpha1.ClusterRequest{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: k.Name, Finalizers: []string{"test/hold"}},
@@ -224,7 +225,7 @@ func TestOpenMCPGoneIsDecidedByTheClusterRequest(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	ar := &clustersv1alpha1.AccessRequest{}
 	g.Eventually(func() error { return env.platform.Client.Get(ctx, client.ObjectKeyFromObject(want), ar) }, timeout, interval).Should(Succeed())
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "cp-gone.kubeconfig"}, Data: map[string][]byte{KubeconfigKey: env.controlPlane.Kubeconfig}}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "cp-gone.kubeconfig"}, Data: map[string][]byte{owned.KubeconfigKey: env.controlPlane.Kubeconfig}}
 	g.Expect(env.platform.Client.Create(ctx, secret)).To(Succeed())
 	ar.Status.Phase = clustersv1alpha1.REQUEST_GRANTED
 	ar.Status.SecretRef = &commonapi.LocalObjectReference{Name: secret.Name}

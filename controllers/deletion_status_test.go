@@ -18,6 +18,7 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 )
 
 // unreachableKubeconfig is a well-formed kubeconfig of a ControlPlane that does not answer
@@ -49,7 +50,7 @@ func TestDeletionWhenNothingWasInstalled(t *testing.T) {
 	g.Expect(client.IgnoreAlreadyExists(platform.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenant}}))).To(Succeed())
 	g.Expect(platform.Client.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "controlplane-access", Namespace: tenant, Labels: map[string]string{v1alpha1.LabelControlPlaneKubeconfig: "true"}},
-		Data:       map[string][]byte{KubeconfigKey: unreachableKubeconfig(g)},
+		Data:       map[string][]byte{owned.KubeconfigKey: unreachableKubeconfig(g)},
 	})).To(Succeed())
 	eventuallyCondition(g, k, v1alpha1.ConditionControlPlaneAccessReady, metav1.ConditionFalse, v1alpha1.ReasonControlPlaneUnreachable, "does not answer")
 	chartCopy := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: providerName + "-" + chartSecret}}
@@ -80,7 +81,7 @@ func TestOpenMCPDeletionWithoutAccess(t *testing.T) {
 	create := func(name string) kroOf {
 		k := &v1alpha1.Kro{ObjectMeta: metav1.ObjectMeta{Namespace: "project-a", Name: name}, Spec: v1alpha1.KroSpec{Version: baseVersion}}
 		g.Expect(env.onboarding.Client.Create(ctx, k)).To(Succeed())
-		tenant, err := TenantNamespace(k)
+		tenant, err := owned.TenantNamespace(k)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(client.IgnoreAlreadyExists(env.platform.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenant}}))).To(Succeed())
 		want, err := clusters.NewAccessRequest(providerName, client.ObjectKeyFromObject(k))
@@ -142,7 +143,7 @@ func TestOpenMCPDeletionWithoutAccess(t *testing.T) {
 	// Granted, installed, then denied: the release is dropped without an uninstall.
 	g.Expect(env.platform.Client.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: revoked.tenant, Name: "revoked.kubeconfig"},
-		Data:       map[string][]byte{KubeconfigKey: env.controlPlane.Kubeconfig},
+		Data:       map[string][]byte{owned.KubeconfigKey: env.controlPlane.Kubeconfig},
 	})).To(Succeed())
 	setPhase(revoked, clustersv1alpha1.REQUEST_GRANTED, "revoked.kubeconfig")
 	hr := getHelmReleaseOn(g, env.platform, revoked.tenant)

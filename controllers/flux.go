@@ -17,22 +17,25 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
+	"github.com/openmcp-project/service-provider-kro/controllers/reach"
+	"github.com/openmcp-project/service-provider-kro/controllers/guard"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 )
 
 // reconcileOCIRepository applies the chart source and reports its readiness.
 func (r *KroReconciler) reconcileOCIRepository(ctx context.Context, s *scope) (result, error) {
 	repo := newOCIRepository(s.kro, r.ProviderName, s.tenantNamespace, s.version, s.chartSecret, s.pollInterval)
 	labelFluxShard(repo, s.fluxShard)
-	owned, err := applyOwned(ctx, r.Platform, r.PlatformReader, repo, &sourcev1.OCIRepository{}, func(current client.Object) (bool, error) {
+	ours, err := owned.ApplyOwned(ctx, r.Platform, r.PlatformReader, repo, &sourcev1.OCIRepository{}, func(current client.Object) (bool, error) {
 		moveSourceShard(repo, current, s.fluxShard, time.Now())
 		return true, stampInstall(repo, current)
 	})
 	if err != nil {
 		return proceed, fmt.Errorf("applying OCIRepository %s/%s: %w", repo.Namespace, repo.Name, err)
 	}
-	if !owned {
+	if !ours {
 		s.obs.ownershipConflict(v1alpha1.ConditionOCIRepositoryReady,
-			ownershipConflictMessage(s.kro, "OCIRepository", "the platform cluster", repo, fluxConflictAdvice))
+			owned.ConflictMessage(s.kro, "OCIRepository", "the platform cluster", repo, fluxConflictAdvice))
 		return waiting, nil
 	}
 	s.repo = repo
@@ -60,12 +63,12 @@ func (r *KroReconciler) observeControlPlane(ctx context.Context, s *scope) (resu
 
 	rgds, err := access.ResourceGraphDefinitions(ctx)
 	switch {
-	case errors.Is(err, errRGDsUnknown):
+	case errors.Is(err, reach.ErrRGDsUnknown):
 		s.obs.rgdsNotKnownYet(meta.FindStatusCondition(s.kro.Status.Conditions, v1alpha1.ConditionResourceGraphDefinitionsReady), err.Error())
 	case err != nil:
 		return proceed, err
 	default:
-		s.obs.rgds = summarizeRGDs(rgds)
+		s.obs.rgds = guard.SummarizeRGDs(rgds)
 		rgdCondition(&s.obs, s.obs.rgds)
 	}
 	return proceed, nil
@@ -87,7 +90,7 @@ func (r *KroReconciler) reconcileHelmRelease(ctx context.Context, s *scope) (res
 		return proceed, err
 	}
 	var shardWait string
-	owned, err := applyOwned(ctx, r.Platform, r.PlatformReader, hr, &helmv2.HelmRelease{}, func(current client.Object) (bool, error) {
+	ours, err := owned.ApplyOwned(ctx, r.Platform, r.PlatformReader, hr, &helmv2.HelmRelease{}, func(current client.Object) (bool, error) {
 		var until time.Time
 		shardWait, until = holdReleaseShard(hr, current, s.repo, s.fluxShard, time.Now())
 		if !until.IsZero() {
@@ -102,9 +105,9 @@ func (r *KroReconciler) reconcileHelmRelease(ctx context.Context, s *scope) (res
 	if err != nil {
 		return proceed, fmt.Errorf("applying HelmRelease %s/%s: %w", hr.Namespace, hr.Name, err)
 	}
-	if !owned {
+	if !ours {
 		s.obs.ownershipConflict(v1alpha1.ConditionHelmReleaseReady,
-			ownershipConflictMessage(s.kro, "HelmRelease", "the platform cluster", hr, fluxConflictAdvice))
+			owned.ConflictMessage(s.kro, "HelmRelease", "the platform cluster", hr, fluxConflictAdvice))
 		return waiting, nil
 	}
 	status, message := readFlux(hr, s.before)

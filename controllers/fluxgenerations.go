@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 )
 
 // A Flux object's generation moves with every change of its spec, spec.interval
@@ -86,7 +87,7 @@ func stampInstall(desired, current client.Object) error {
 	since := int64(1)
 	if current != nil {
 		since = current.GetGeneration() + 1
-		if g, ok := installGeneration(current); ok && current.GetAnnotations()[AnnotationInstallHash] == hash && !specWrittenByOthers(current) {
+		if g, ok := installGeneration(current); ok && current.GetAnnotations()[AnnotationInstallHash] == hash && !owned.SpecWrittenByOthers(current) {
 			since = g
 		}
 	}
@@ -174,10 +175,10 @@ func releaseWaitsForSource(repo *sourcev1.OCIRepository, current, desired client
 	if repo == nil || current == nil || repo.Status.ObservedGeneration == repo.Generation || !current.GetDeletionTimestamp().IsZero() {
 		return false, nil
 	}
-	hash, err := stampHash(desired)
-	if err != nil || isCurrent(current, hash) {
+	hash, err := owned.StampHash(desired)
+	if err != nil || owned.IsCurrent(current, hash) {
 		return false, err // unchanged: nothing to hold back
 	}
-	intervalOnly := current.GetAnnotations()[AnnotationInstallHash] == desired.GetAnnotations()[AnnotationInstallHash] && !specWrittenByOthers(current)
+	intervalOnly := current.GetAnnotations()[AnnotationInstallHash] == desired.GetAnnotations()[AnnotationInstallHash] && !owned.SpecWrittenByOthers(current)
 	return sameInstallObserved(repo, repo.Status.ObservedGeneration) || intervalOnly, nil
 }

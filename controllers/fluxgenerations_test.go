@@ -13,6 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/reach"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 )
 
 func testRepo(tag string, interval time.Duration) *sourcev1.OCIRepository {
@@ -23,7 +25,7 @@ func testRepo(tag string, interval time.Duration) *sourcev1.OCIRepository {
 func testRelease(values string, interval time.Duration) *helmv2.HelmRelease {
 	kro := &v1alpha1.Kro{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cp"}}
 	v := &v1alpha1.KroVersion{Version: "v1", ChartVersion: "0.9.3", HelmValues: &apiextensionsv1.JSON{Raw: []byte(values)}}
-	return newHelmRelease(kro, providerName, "tenant", v, SecretKey{Name: "access", Key: KubeconfigKey}, interval)
+	return newHelmRelease(kro, providerName, "tenant", v, reach.SecretKey{Name: "access", Key: owned.KubeconfigKey}, interval)
 }
 
 // orNil is obj as a client.Object, nil when obj is a nil pointer.
@@ -129,7 +131,7 @@ func TestReleaseWaitsForSource(t *testing.T) {
 	g := NewWithT(t)
 	running := testRelease(`{"a":1}`, time.Minute)
 	g.Expect(stampInstall(running, nil)).To(Succeed())
-	_, err := stampHash(running)
+	_, err := owned.StampHash(running)
 	g.Expect(err).NotTo(HaveOccurred())
 	running.Generation = 1
 	repo := func(gen, since, observed int64) *sourcev1.OCIRepository {

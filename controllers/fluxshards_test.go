@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/reach"
 )
 
 func TestFluxShards(t *testing.T) {
@@ -50,7 +51,7 @@ func TestFluxShards(t *testing.T) {
 	}
 	g.Expect(moved).To(BeNumerically("~", len(kros)/3, len(kros)/10), "about 1/n move")
 
-	hr := newHelmRelease(&kros[0], providerName, "t", &v1alpha1.KroVersion{Version: "v1", ChartVersion: "0.9.4"}, SecretKey{Name: "k", Key: "kubeconfig"}, 0)
+	hr := newHelmRelease(&kros[0], providerName, "t", &v1alpha1.KroVersion{Version: "v1", ChartVersion: "0.9.4"}, reach.SecretKey{Name: "k", Key: "kubeconfig"}, 0)
 	labelFluxShard(hr, "")
 	g.Expect(hr.Labels).NotTo(HaveKey(v1alpha1.LabelFluxShard))
 	labelFluxShard(hr, "b")

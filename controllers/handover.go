@@ -1,7 +1,6 @@
 package controllers
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -25,6 +24,8 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
+	"github.com/openmcp-project/service-provider-kro/controllers/reach"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/controllers/versions"
 )
 
@@ -100,8 +101,8 @@ func (r *KroReconciler) findEarlier(ctx context.Context, s *scope) error {
 	case apierrors.IsNotFound(err):
 	case err != nil:
 		return fmt.Errorf("looking for the earlier provider's HelmRelease: %w", err)
-	case hr.Labels[v1alpha1.LabelManagedBy] == "" && hr.Spec.ReleaseName == ReleaseName &&
-		hr.Spec.TargetNamespace == KroNamespace && hr.Spec.StorageNamespace == KroNamespace:
+	case hr.Labels[v1alpha1.LabelManagedBy] == "" && hr.Spec.ReleaseName == owned.ReleaseName &&
+		hr.Spec.TargetNamespace == owned.KroNamespace && hr.Spec.StorageNamespace == owned.KroNamespace:
 		e.release = hr
 	}
 	repo := &sourcev1.OCIRepository{}
@@ -154,7 +155,7 @@ func (r *KroReconciler) suspendEarlier(ctx context.Context, s *scope) (result, e
 	}
 	r.Recorder.Eventf(s.kro, nil, corev1.EventTypeNormal, v1alpha1.ReasonHandingOver, "HandOver",
 		"suspended the earlier provider's HelmRelease %s/%s, so that only the provider's HelmRelease drives the Helm release %s in %s on the ControlPlane; it takes the release over in place, without an uninstall",
-		hr.Namespace, hr.Name, ReleaseName, KroNamespace)
+		hr.Namespace, hr.Name, owned.ReleaseName, owned.KroNamespace)
 	return proceed, nil
 }
 
@@ -168,7 +169,7 @@ func (r *KroReconciler) finishHandOver(ctx context.Context, s *scope) (result, e
 	if c := findCondition(s.obs.conditions, v1alpha1.ConditionHelmReleaseReady); c == nil || c.Status != metav1.ConditionTrue {
 		s.obs.set(v1alpha1.ConditionHandOver, metav1.ConditionTrue, v1alpha1.ReasonHandingOver, fmt.Sprintf(
 			"the provider's HelmRelease is taking over the Helm release %s from the earlier provider; %s stay until it is Ready",
-			ReleaseName, s.earlier.names()))
+			owned.ReleaseName, s.earlier.names()))
 		return proceed, nil
 	}
 	if err := r.removeEarlier(ctx, s); err != nil {
@@ -255,13 +256,13 @@ func (r *KroReconciler) removeEarlierImageCopies(ctx context.Context, s *scope, 
 			return fmt.Errorf("reading source secret %s/%s: %w", r.PodNamespace, name, err)
 		}
 		cp := &corev1.Secret{}
-		switch err := s.access.Reader.Get(ctx, client.ObjectKey{Namespace: KroNamespace, Name: name}, cp); {
+		switch err := s.access.Reader.Get(ctx, client.ObjectKey{Namespace: owned.KroNamespace, Name: name}, cp); {
 		case apierrors.IsNotFound(err):
 			continue
 		case err != nil:
-			return fmt.Errorf("reading secret %s/%s on the ControlPlane: %w", KroNamespace, name, err)
+			return fmt.Errorf("reading secret %s/%s on the ControlPlane: %w", owned.KroNamespace, name, err)
 		}
-		if !sameSecretAsSource(cp, src) {
+		if !owned.SameSecretAsSource(cp, src) {
 			continue
 		}
 		uid := cp.UID
@@ -270,21 +271,6 @@ func (r *KroReconciler) removeEarlierImageCopies(ctx context.Context, s *scope, 
 		}
 	}
 	return nil
-}
-
-// sameSecretAsSource is the rule by which a secret counts as an unlabelled copy of a
-// source secret, to adopt or remove: no manager's label, and the source's type and data
-// exactly. A tenant's own secret of the same name differs in data, or carries labels.
-func sameSecretAsSource(cp, src *corev1.Secret) bool {
-	if cp.Labels[v1alpha1.LabelManagedBy] != "" || cp.Type != src.Type || len(cp.Data) != len(src.Data) {
-		return false
-	}
-	for k, v := range src.Data {
-		if !bytes.Equal(cp.Data[k], v) {
-			return false
-		}
-	}
-	return true
 }
 
 // removeEarlierChartCopy deletes the earlier copy of the chart pull secret: the secret
@@ -312,7 +298,7 @@ func (r *KroReconciler) removeEarlierChartCopy(ctx context.Context, s *scope) er
 // now and stays. A secret the provider itself reads a kubeconfig from stays too.
 func (r *KroReconciler) removeEarlierAccess(ctx context.Context, s *scope) error {
 	name := clusteraccess.StableRequestNameFromLocalName(earlierControllerName, s.kro.Name) + "--mcp"
-	if own, err := clusters.NewAccessRequest(r.ProviderName, client.ObjectKeyFromObject(s.kro)); err == nil && own.Name == name && r.AccessMode == AccessOpenMCP {
+	if own, err := clusters.NewAccessRequest(r.ProviderName, client.ObjectKeyFromObject(s.kro)); err == nil && own.Name == name && r.AccessMode == reach.AccessOpenMCP {
 		return nil
 	}
 	ar := &clustersv1alpha1.AccessRequest{}
@@ -337,14 +323,6 @@ func (r *KroReconciler) removeEarlierAccess(ctx context.Context, s *scope) error
 		}
 	}
 	return r.deleteExactly(ctx, ar, "the earlier provider's AccessRequest")
-}
-
-// adoptable tells whether an existing secret that the provider did not label may become
-// its copy: the earlier provider copied pull secrets under their source's name, without
-// labels, and such a copy holds exactly the source's type and data (desired carries them).
-func adoptable(current, desired *corev1.Secret) bool {
-	src := &corev1.Secret{Type: desired.Type, Data: desired.Data}
-	return current.DeletionTimestamp.IsZero() && sameSecretAsSource(current, src)
 }
 
 // earlierReleaseForDeletion decides, during a deletion, which HelmRelease uninstalls kro

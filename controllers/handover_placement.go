@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 )
 
 // The hand-over when the provider's release cannot take the earlier one's place in Helm's
@@ -59,13 +60,13 @@ func (r *KroReconciler) uninstallEarlierFirst(ctx context.Context, s *scope) (re
 		}
 		r.Recorder.Eventf(s.kro, nil, corev1.EventTypeNormal, v1alpha1.ReasonHandingOver, "HandOver",
 			"resumed and deleted the earlier provider's HelmRelease %s/%s, so that Flux uninstalls kro from %s on the ControlPlane before kro starts on the workload cluster",
-			hr.Namespace, hr.Name, KroNamespace)
+			hr.Namespace, hr.Name, owned.KroNamespace)
 		hr.DeletionTimestamp = &metav1.Time{Time: time.Now()}
 	} else if err := r.setSuspend(ctx, hr, false); err != nil {
 		return proceed, err
 	}
 	msg := fmt.Sprintf("kro moves from the earlier provider's installation in %s on the ControlPlane to the workload cluster: Flux is uninstalling it through the earlier HelmRelease %s/%s (deleted at %s), so that two kros never reconcile the ControlPlane at once; ResourceGraphDefinitions, their CRDs and instances stay. %s",
-		KroNamespace, hr.Namespace, hr.Name, hr.DeletionTimestamp.UTC().Format(time.RFC3339), fluxUninstallNote(hr))
+		owned.KroNamespace, hr.Namespace, hr.Name, hr.DeletionTimestamp.UTC().Format(time.RFC3339), fluxUninstallNote(hr))
 	s.obs.set(v1alpha1.ConditionHelmReleaseReady, metav1.ConditionFalse, v1alpha1.ReasonMovingPlacement, msg)
 	s.obs.set(v1alpha1.ConditionHandOver, metav1.ConditionTrue, v1alpha1.ReasonHandingOver, msg)
 	return waiting, nil

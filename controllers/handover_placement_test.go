@@ -17,6 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/reach"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
 
@@ -24,12 +26,12 @@ import (
 // installs it with the release kro: Helm's label and annotations, none of the provider's.
 func helmServiceAccount(t *testing.T, g Gomega) *corev1.ServiceAccount {
 	ctx := context.Background()
-	g.Expect(client.IgnoreAlreadyExists(controlPlane.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: KroNamespace}}))).To(Succeed())
+	g.Expect(client.IgnoreAlreadyExists(controlPlane.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: owned.KroNamespace}}))).To(Succeed())
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{
-		Namespace:   KroNamespace,
+		Namespace:   owned.KroNamespace,
 		Name:        KroServiceAccountName,
-		Labels:      map[string]string{helmManagedByLabel: "Helm", "app.kubernetes.io/instance": ReleaseName},
-		Annotations: map[string]string{helmReleaseNameAnnotation: ReleaseName, "meta.helm.sh/release-namespace": KroNamespace},
+		Labels:      map[string]string{helmManagedByLabel: "Helm", "app.kubernetes.io/instance": owned.ReleaseName},
+		Annotations: map[string]string{helmReleaseNameAnnotation: owned.ReleaseName, "meta.helm.sh/release-namespace": owned.KroNamespace},
 	}}
 	g.Expect(controlPlane.Client.Create(ctx, sa)).To(Succeed())
 	t.Cleanup(func() { _ = client.IgnoreNotFound(controlPlane.Client.Delete(ctx, sa)) })
@@ -51,7 +53,7 @@ func expectHelmsOwn(g Gomega, sa *corev1.ServiceAccount) {
 func workloadAccess(g Gomega, k *v1alpha1.Kro) {
 	g.Expect(platform.Client.Create(context.Background(), &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "workload-access", Namespace: tenantNamespace(g, k), Labels: map[string]string{v1alpha1.LabelWorkloadClusterKubeconfig: "true"}},
-		Data:       map[string][]byte{KubeconfigKey: bareControlPlane.Kubeconfig},
+		Data:       map[string][]byte{owned.KubeconfigKey: bareControlPlane.Kubeconfig},
 	})).To(Succeed())
 }
 
@@ -117,7 +119,7 @@ func TestHandOverToAWorkloadClusterUninstallsTheEarlierKroFirst(t *testing.T) {
 	eventuallyCondition(g, k, v1alpha1.ConditionWorkloadClusterReady, metav1.ConditionFalse, v1alpha1.ReasonReconciling, "waiting for source-controller")
 	url, digest := serveKroChart(t, g)
 	playArtifact(g, k, url, digest)
-	workloadNS, err := WorkloadNamespace(client.ObjectKeyFromObject(k))
+	workloadNS, err := reach.WorkloadNamespace(client.ObjectKeyFromObject(k))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func(g Gomega) {
 		g.Expect(getHelmRelease(g, k).Spec.TargetNamespace).To(Equal(workloadNS))
@@ -266,8 +268,8 @@ func TestDeletionAfterTakeOverUninstallsThroughTheProvidersRelease(t *testing.T)
 	controllerutil.AddFinalizer(own, playFluxFinalizer)
 	g.Expect(platform.Client.Update(ctx, own)).To(Succeed())
 	own = getHelmRelease(g, k)
-	own.Status.StorageNamespace = KroNamespace
-	own.Status.History = helmv2.Snapshots{{Name: ReleaseName, Namespace: KroNamespace, Version: 2, Status: "failed", ChartName: "kro", ChartVersion: "0.9.3",
+	own.Status.StorageNamespace = owned.KroNamespace
+	own.Status.History = helmv2.Snapshots{{Name: owned.ReleaseName, Namespace: owned.KroNamespace, Version: 2, Status: "failed", ChartName: "kro", ChartVersion: "0.9.3",
 		ConfigDigest: "sha256:0", Digest: "sha256:0", FirstDeployed: metav1.Now(), LastDeployed: metav1.Now()}}
 	g.Expect(platform.Client.Status().Update(ctx, own)).To(Succeed())
 

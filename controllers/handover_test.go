@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
 
@@ -87,7 +88,7 @@ func TestHandOverFromEarlierProvider(t *testing.T) {
 
 	e := earlierFor(g, ns, "cp-ho", chart, image)
 	earlierCopy := &corev1.Secret{}
-	g.Expect(controlPlane.Client.Get(ctx, client.ObjectKey{Namespace: KroNamespace, Name: image.Name}, earlierCopy)).To(Succeed())
+	g.Expect(controlPlane.Client.Get(ctx, client.ObjectKey{Namespace: owned.KroNamespace, Name: image.Name}, earlierCopy)).To(Succeed())
 	k := kroWithFinalizer(g, ns, "cp-ho", version)
 	grantAccess(g, k, controlPlane)
 
@@ -158,11 +159,11 @@ func TestHandOverKeepsATenantsSecret(t *testing.T) {
 	offerVersion(g, v1alpha1.KroVersion{Version: version, ChartVersion: "0.9.3", HelmValues: helmValues(image.Name)})
 	t.Cleanup(func() { withdrawVersion(NewWithT(t), version) })
 	mine := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: KroNamespace, Name: image.Name},
+		ObjectMeta: metav1.ObjectMeta{Namespace: owned.KroNamespace, Name: image.Name},
 		Type:       corev1.SecretTypeDockerConfigJson,
 		Data:       map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{}}`)},
 	}
-	g.Expect(client.IgnoreAlreadyExists(controlPlane.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: KroNamespace}}))).To(Succeed())
+	g.Expect(client.IgnoreAlreadyExists(controlPlane.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: owned.KroNamespace}}))).To(Succeed())
 	g.Expect(controlPlane.Client.Create(ctx, mine)).To(Succeed())
 	t.Cleanup(func() { _ = controlPlane.Client.Delete(ctx, mine) })
 
@@ -247,7 +248,7 @@ func TestStuckUninstallIsBlocked(t *testing.T) {
 	}, timeout, interval).Should(Succeed())
 	access := &corev1.Secret{}
 	g.Expect(platform.Client.Get(ctx, client.ObjectKey{Namespace: tenantNamespace(g, k), Name: "controlplane-access"}, access)).To(Succeed())
-	access.Data[KubeconfigKey] = unreachableKubeconfig(g)
+	access.Data[owned.KubeconfigKey] = unreachableKubeconfig(g)
 	g.Expect(platform.Client.Update(ctx, access)).To(Succeed())
 	hr = getHelmRelease(g, k)
 	meta.SetStatusCondition(&hr.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse,
@@ -261,7 +262,7 @@ func TestStuckUninstallIsBlocked(t *testing.T) {
 
 	// The ControlPlane answers again and Flux finishes: the deletion goes on.
 	g.Expect(platform.Client.Get(ctx, client.ObjectKeyFromObject(access), access)).To(Succeed())
-	access.Data[KubeconfigKey] = controlPlane.Kubeconfig
+	access.Data[owned.KubeconfigKey] = controlPlane.Kubeconfig
 	g.Expect(platform.Client.Update(ctx, access)).To(Succeed())
 	hr = getHelmRelease(g, k)
 	letGo(g, hr)

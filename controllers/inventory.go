@@ -14,6 +14,8 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
+	"github.com/openmcp-project/service-provider-kro/controllers/reach"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 )
 
 // maxManaged is the most entries status.managedResources holds (its MaxItems).
@@ -47,21 +49,21 @@ func (r *KroReconciler) inventory(ctx context.Context, s *scope) error {
 	for i := range chartCopies.Items {
 		add(managedSecret(clusters.Platform, &chartCopies.Items[i]))
 	}
-	flux := client.ObjectKey{Namespace: s.tenantNamespace, Name: fluxObjectName(r.ProviderName)}
+	flux := client.ObjectKey{Namespace: s.tenantNamespace, Name: owned.FluxObjectName(r.ProviderName)}
 	if err := r.inventoryFlux(ctx, flux, &sourcev1.OCIRepository{}, s.before, reported, add); err != nil {
 		return err
 	}
 	site := s.site
-	if site.cluster == nil && s.access != nil {
-		site = controlPlaneSite(s.access) // a deletion, or a reconcile that stopped early
+	if site.Cluster == nil && s.access != nil {
+		site = reach.ControlPlaneSite(s.access) // a deletion, or a reconcile that stopped early
 	}
-	if site.cluster != nil {
+	if site.Cluster != nil {
 		imageCopies := &corev1.SecretList{}
-		if err := site.cluster.GetClient().List(ctx, imageCopies, client.InNamespace(site.namespace), r.copyLabels(s.kro, v1alpha1.RoleImagePullSecret)); err != nil {
-			return fmt.Errorf("listing image pull secret copies on %s: %w", site.where, err)
+		if err := site.Cluster.GetClient().List(ctx, imageCopies, client.InNamespace(site.Namespace), r.copyLabels(s.kro, v1alpha1.RoleImagePullSecret)); err != nil {
+			return fmt.Errorf("listing image pull secret copies on %s: %w", site.Where, err)
 		}
 		for i := range imageCopies.Items {
-			add(managedSecret(site.label, &imageCopies.Items[i]))
+			add(managedSecret(site.Label, &imageCopies.Items[i]))
 		}
 	}
 	if err := r.inventoryFlux(ctx, flux, &helmv2.HelmRelease{}, s.before, reported, add); err != nil {
@@ -94,9 +96,6 @@ func (r *KroReconciler) inventoryFlux(ctx context.Context, key client.ObjectKey,
 	add(managedFlux(obj, status, beingDeleted(obj, message)))
 	return nil
 }
-
-// controlPlaneCluster is the value of ManagedResource.Cluster for objects on the ControlPlane.
-const controlPlaneCluster = "controlplane"
 
 // beingDeleted prefixes the message of an object that is being deleted.
 func beingDeleted(o metav1.Object, message string) string {

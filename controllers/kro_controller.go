@@ -23,7 +23,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/reach"
 	"github.com/openmcp-project/service-provider-kro/controllers/chartparts"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/controllers/rollout"
 	"github.com/openmcp-project/service-provider-kro/controllers/versions"
 	"github.com/openmcp-project/service-provider-kro/providers/sharding"
@@ -39,7 +41,7 @@ type KroReconciler struct {
 	// PlatformReader reads the platform cluster without the cache, for what is not cached.
 	PlatformReader client.Reader
 	// ControlPlanes gives access to the tenants' ControlPlanes.
-	ControlPlanes ControlPlanes
+	ControlPlanes reach.ControlPlanes
 	// Recorder emits events on Kro objects.
 	Recorder events.EventRecorder
 	// ProviderName is this provider's name and the name of its ProviderConfig.
@@ -59,7 +61,7 @@ type KroReconciler struct {
 	Earlier client.Reader
 	// AccessMode says where ControlPlane kubeconfigs come from; an earlier AccessRequest
 	// that is the provider's own under openmcp is kept.
-	AccessMode AccessMode
+	AccessMode reach.AccessMode
 
 	// KroTokenLifetime is the lifetime of kro's token for a ControlPlane when kro runs on
 	// a workload cluster (default DefaultKroTokenLifetime).
@@ -112,14 +114,14 @@ type scope struct {
 	sources      map[string]*corev1.Secret
 	chartSecret  string
 	imageSecrets []string
-	access       *ControlPlaneAccess
+	access       *reach.ControlPlaneAccess
 	// workload is the workload cluster, for a version placed on one (workload.go).
-	workload *WorkloadClusterAccess
+	workload *reach.WorkloadClusterAccess
 	// placedRelease is the Kro's own HelmRelease as the move step found it (nil: none).
 	placedRelease *helmv2.HelmRelease
 	// site is where kro runs: the ControlPlane's kro-system, or the tenant's namespace on
 	// the workload cluster; set once both are reached.
-	site kroSite
+	site reach.Site
 	// record is what the HelmRelease records of the rollout (rollout/admission.go).
 	record rollout.Record
 	// gate: a rollout is updating the Kro, so its reconciles read kro's health on the
@@ -228,7 +230,7 @@ func (r *KroReconciler) getKro(ctx context.Context, req ctrl.Request) (*v1alpha1
 // be derived (see noTenantNamespace).
 func newScope(kro *v1alpha1.Kro) *scope {
 	s := &scope{kro: kro, before: kro.Status.DeepCopy(), pollInterval: versions.DefaultPollInterval()}
-	s.tenantNamespace, s.tenantNamespaceErr = TenantNamespace(kro)
+	s.tenantNamespace, s.tenantNamespaceErr = owned.TenantNamespace(kro)
 	return s
 }
 

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 )
 
 func TestHappyPathToReady(t *testing.T) {
@@ -72,7 +73,7 @@ func TestHappyPathToReady(t *testing.T) {
 	hr := getHelmRelease(g, k)
 	g.Expect(hr.Spec.ChartRef).To(Equal(&helmv2.CrossNamespaceSourceReference{APIVersion: "source.toolkit.fluxcd.io/v1", Kind: "OCIRepository", Name: repo.Name}))
 	g.Expect(hr.Spec.KubeConfig.SecretRef.Name).To(Equal("controlplane-access"))
-	g.Expect(hr.Spec.KubeConfig.SecretRef.Key).To(Equal(KubeconfigKey))
+	g.Expect(hr.Spec.KubeConfig.SecretRef.Key).To(Equal(owned.KubeconfigKey))
 	g.Expect(hr.Spec.ReleaseName).To(Equal("kro"))
 	g.Expect(hr.Spec.TargetNamespace).To(Equal("kro-system"))
 	g.Expect(hr.Spec.StorageNamespace).To(Equal("kro-system"))
@@ -89,7 +90,7 @@ func TestHappyPathToReady(t *testing.T) {
 
 	imageCopy := &corev1.Secret{}
 	g.Eventually(func() error {
-		return controlPlane.Client.Get(ctx, client.ObjectKey{Namespace: KroNamespace, Name: imageSecret}, imageCopy)
+		return controlPlane.Client.Get(ctx, client.ObjectKey{Namespace: owned.KroNamespace, Name: imageSecret}, imageCopy)
 	}, timeout, interval).Should(Succeed())
 	g.Expect(string(imageCopy.Data[corev1.DockerConfigJsonKey])).To(ContainSubstring("aW1hZ2U="))
 	g.Expect(imageCopy.Labels).To(HaveKeyWithValue(v1alpha1.LabelManagedBy, v1alpha1.ManagedByValue))
@@ -125,7 +126,7 @@ func TestHappyPathToReady(t *testing.T) {
 	g.Expect(k.Status.ManagedResources).To(ContainElements(
 		v1alpha1.ManagedResource{Cluster: "platform", APIVersion: "v1", Kind: "Secret", Namespace: tenant, Name: providerName + "-" + chartSecret, Ready: metav1.ConditionTrue},
 		v1alpha1.ManagedResource{Cluster: "platform", APIVersion: "source.toolkit.fluxcd.io/v1", Kind: "OCIRepository", Namespace: tenant, Name: providerName, Ready: metav1.ConditionTrue, Message: "stored artifact"},
-		v1alpha1.ManagedResource{Cluster: "controlplane", APIVersion: "v1", Kind: "Secret", Namespace: KroNamespace, Name: imageSecret, Ready: metav1.ConditionTrue},
+		v1alpha1.ManagedResource{Cluster: "controlplane", APIVersion: "v1", Kind: "Secret", Namespace: owned.KroNamespace, Name: imageSecret, Ready: metav1.ConditionTrue},
 		v1alpha1.ManagedResource{Cluster: "platform", APIVersion: "helm.toolkit.fluxcd.io/v2", Kind: "HelmRelease", Namespace: tenant, Name: providerName, Ready: metav1.ConditionTrue, Message: "Helm install succeeded"},
 	))
 
@@ -163,7 +164,7 @@ func TestIdleReconcileWritesNothing(t *testing.T) {
 		"ocirepository": {platform.Client, &sourcev1.OCIRepository{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: providerName}}},
 		"helmrelease":   {platform.Client, &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: providerName}}},
 		"chart copy":    {platform.Client, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: providerName + "-" + chartSecret}}},
-		"image copy":    {controlPlane.Client, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: KroNamespace, Name: imageSecret}}},
+		"image copy":    {controlPlane.Client, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: owned.KroNamespace, Name: imageSecret}}},
 		"tenant ns":     {platform.Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenant}}},
 	}
 	versions := func(g Gomega) map[string]string {
@@ -270,8 +271,8 @@ func TestSwitchingVersions(t *testing.T) {
 	}, timeout, interval).Should(Succeed())
 	// Stale copies are removed, on the platform and on the ControlPlane.
 	eventuallyGone(g, platform.Client, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: providerName + "-" + chartA}})
-	eventuallyGone(g, controlPlane.Client, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: KroNamespace, Name: imageX}})
-	g.Expect(controlPlane.Client.Get(ctx, client.ObjectKey{Namespace: KroNamespace, Name: imageY}, &corev1.Secret{})).To(Succeed())
+	eventuallyGone(g, controlPlane.Client, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: owned.KroNamespace, Name: imageX}})
+	g.Expect(controlPlane.Client.Get(ctx, client.ObjectKey{Namespace: owned.KroNamespace, Name: imageY}, &corev1.Secret{})).To(Succeed())
 	g.Expect(platform.Client.Get(ctx, client.ObjectKey{Namespace: tenant, Name: providerName + "-" + chartB}, &corev1.Secret{})).To(Succeed())
 	k = eventuallyCondition(g, k, v1alpha1.ConditionVersionResolved, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, v2)
 	// The new generation is not Ready until Flux has reconciled it.
@@ -280,7 +281,7 @@ func TestSwitchingVersions(t *testing.T) {
 	// A version without pull secrets removes the copies, too.
 	offerVersion(g, v1alpha1.KroVersion{Version: v2, ChartVersion: "0.9.3"})
 	eventuallyGone(g, platform.Client, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: providerName + "-" + chartB}})
-	eventuallyGone(g, controlPlane.Client, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: KroNamespace, Name: imageY}})
+	eventuallyGone(g, controlPlane.Client, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: owned.KroNamespace, Name: imageY}})
 	g.Eventually(func(g Gomega) {
 		g.Expect(getOCIRepository(g, k).Spec.SecretRef).To(BeNil())
 	}, timeout, interval).Should(Succeed())
@@ -307,7 +308,7 @@ func TestSourceSecretRotation(t *testing.T) {
 		s := &corev1.Secret{}
 		g.Expect(platform.Client.Get(ctx, client.ObjectKey{Namespace: tenant, Name: providerName + "-" + chartSecret}, s)).To(Succeed())
 		g.Expect(string(s.Data[corev1.DockerConfigJsonKey])).To(ContainSubstring("new-chart"))
-		g.Expect(controlPlane.Client.Get(ctx, client.ObjectKey{Namespace: KroNamespace, Name: imageSecret}, s)).To(Succeed())
+		g.Expect(controlPlane.Client.Get(ctx, client.ObjectKey{Namespace: owned.KroNamespace, Name: imageSecret}, s)).To(Succeed())
 		g.Expect(string(s.Data[corev1.DockerConfigJsonKey])).To(ContainSubstring("new-image"))
 	}, 5*time.Second, interval).Should(Succeed())
 
@@ -400,7 +401,7 @@ func TestDeletionBlockedByResourceGraphDefinitions(t *testing.T) {
 	eventuallyGone(g, onboarding.Client, k)
 	eventuallyGone(g, platform.Client, &sourcev1.OCIRepository{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: providerName}})
 	eventuallyGone(g, platform.Client, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: providerName + "-" + chartSecret}})
-	eventuallyGone(g, controlPlane.Client, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: KroNamespace, Name: imageSecret}})
+	eventuallyGone(g, controlPlane.Client, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: owned.KroNamespace, Name: imageSecret}})
 }
 
 func TestDeletionAfterVersionWithdrawn(t *testing.T) {

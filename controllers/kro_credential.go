@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 )
 
 // kro's own identity on a ControlPlane when kro runs on a workload cluster
@@ -51,7 +52,7 @@ const (
 )
 
 // kroServiceAccount is where kro's ServiceAccount lives on every ControlPlane.
-var kroServiceAccount = types.NamespacedName{Namespace: KroNamespace, Name: KroServiceAccountName}
+var kroServiceAccount = types.NamespacedName{Namespace: owned.KroNamespace, Name: KroServiceAccountName}
 
 // kroEndpoint is how kro reaches a ControlPlane: everything of the provider's own access
 // but the credential.
@@ -119,12 +120,12 @@ func needsRotation(secret *corev1.Secret, kubeconfig, caData []byte, now time.Ti
 	if secret == nil || !secret.DeletionTimestamp.IsZero() {
 		return true, 0
 	}
-	for _, k := range []string{KubeconfigKey, KroCredentialTokenKey, KroCredentialCAKey} {
+	for _, k := range []string{owned.KubeconfigKey, KroCredentialTokenKey, KroCredentialCAKey} {
 		if _, ok := secret.Data[k]; !ok {
 			return true, 0
 		}
 	}
-	if len(secret.Data[KroCredentialTokenKey]) == 0 || !bytes.Equal(secret.Data[KubeconfigKey], kubeconfig) ||
+	if len(secret.Data[KroCredentialTokenKey]) == 0 || !bytes.Equal(secret.Data[owned.KubeconfigKey], kubeconfig) ||
 		!bytes.Equal(secret.Data[KroCredentialCAKey], caData) {
 		return true, 0
 	}
@@ -183,15 +184,15 @@ func mintKroToken(ctx context.Context, cp client.Client, kro *v1alpha1.Kro, prov
 // unlabelled when missing, as Flux makes it for kro on the ControlPlane: it outlives the
 // Kro with kro's lease in it.
 func applyKroServiceAccount(ctx context.Context, cp client.Client, kro *v1alpha1.Kro, provider string, sa types.NamespacedName) error {
-	if err := ensureNamespace(ctx, cp, sa.Namespace, nil); err != nil {
+	if err := owned.EnsureNamespace(ctx, cp, sa.Namespace, nil); err != nil {
 		return fmt.Errorf("on the ControlPlane: %w", err)
 	}
 	account := &corev1.ServiceAccount{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: sa.Namespace, Name: sa.Name,
-			Labels: ownerLabels(kro, provider, v1alpha1.RoleKroCredential), Annotations: ownerAnnotations(kro)},
+			Labels: owned.Labels(kro, provider, v1alpha1.RoleKroCredential), Annotations: owned.Annotations(kro)},
 	}
-	if err := apply(ctx, cp, account); err != nil {
+	if err := owned.Apply(ctx, cp, account); err != nil {
 		return fmt.Errorf("applying ServiceAccount %s on the ControlPlane: %w", sa, err)
 	}
 	return nil
@@ -215,7 +216,7 @@ func ensureKroCredential(ctx context.Context, cp client.Client, cpConfig *rest.C
 	if rotate, wait := needsRotation(current, kubeconfig, ep.caData, now); !rotate {
 		return wait, false, nil
 	}
-	if err := ensureNamespace(ctx, workload, workloadNamespace, ownerLabels(kro, provider, "")); err != nil {
+	if err := owned.EnsureNamespace(ctx, workload, workloadNamespace, owned.Labels(kro, provider, "")); err != nil {
 		return 0, false, fmt.Errorf("on the workload cluster: %w", err)
 	}
 	token, expires, err := mintKroToken(ctx, cp, kro, provider, kroServiceAccount, lifetime)
@@ -225,7 +226,7 @@ func ensureKroCredential(ctx context.Context, cp client.Client, cpConfig *rest.C
 	// The annotations keep seconds only; the requeue is computed from what they say.
 	issued, expires := now.UTC().Truncate(time.Second), expires.UTC().Truncate(time.Second)
 	secret := newKroCredentialSecret(kro, provider, workloadNamespace, kubeconfig, ep.caData, token, issued, expires)
-	if err := apply(ctx, workload, secret); err != nil {
+	if err := owned.Apply(ctx, workload, secret); err != nil {
 		return 0, false, redactToken(fmt.Errorf("writing secret %s/%s on the workload cluster: %w", workloadNamespace, KroCredentialSecretName, err), token)
 	}
 	return max(rotationDue(issued, expires).Sub(now), minCredentialRequeue), true, nil
@@ -242,9 +243,9 @@ func currentKroCredential(ctx context.Context, workload client.Reader, kro *v1al
 	if err != nil {
 		return nil, fmt.Errorf("reading secret %s/%s on the workload cluster: %w", namespace, KroCredentialSecretName, err)
 	}
-	want := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Labels: ownerLabels(kro, provider, v1alpha1.RoleKroCredential)}}
-	if !ownedAs(secret, want) {
-		return nil, &credentialConflictError{msg: ownershipConflictMessage(kro, "secret", "the workload cluster", secret,
+	want := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Labels: owned.Labels(kro, provider, v1alpha1.RoleKroCredential)}}
+	if !owned.As(secret, want) {
+		return nil, &credentialConflictError{msg: owned.ConflictMessage(kro, "secret", "the workload cluster", secret,
 			"kro's credential for the ControlPlane goes under that name; delete that secret or move it elsewhere, and the provider writes kro's credential there")}
 	}
 	return secret, nil
@@ -286,7 +287,7 @@ func (c liveOnMiss) Get(ctx context.Context, key client.ObjectKey, obj client.Ob
 // newKroCredentialSecret is kro's credential secret with exactly the fields the provider
 // owns. The kubeconfig refers to the other two keys by relative paths (kroKubeconfig).
 func newKroCredentialSecret(kro *v1alpha1.Kro, provider, namespace string, kubeconfig, caData, token []byte, issued, expires time.Time) *corev1.Secret {
-	annotations := ownerAnnotations(kro)
+	annotations := owned.Annotations(kro)
 	annotations[v1alpha1.AnnotationTokenIssued] = issued.UTC().Format(time.RFC3339)
 	annotations[v1alpha1.AnnotationTokenExpires] = expires.UTC().Format(time.RFC3339)
 	return &corev1.Secret{
@@ -294,11 +295,11 @@ func newKroCredentialSecret(kro *v1alpha1.Kro, provider, namespace string, kubec
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        KroCredentialSecretName,
 			Namespace:   namespace,
-			Labels:      ownerLabels(kro, provider, v1alpha1.RoleKroCredential),
+			Labels:      owned.Labels(kro, provider, v1alpha1.RoleKroCredential),
 			Annotations: annotations,
 		},
 		Type: corev1.SecretTypeOpaque,
-		Data: map[string][]byte{KubeconfigKey: kubeconfig, KroCredentialTokenKey: token, KroCredentialCAKey: caData},
+		Data: map[string][]byte{owned.KubeconfigKey: kubeconfig, KroCredentialTokenKey: token, KroCredentialCAKey: caData},
 	}
 }
 
@@ -319,22 +320,4 @@ func redactToken(err error, token []byte) error {
 		return err
 	}
 	return errors.New(redacted)
-}
-
-// deleteProviders deletes the object at key when it carries the provider's managed-by
-// label, and only the very object that reader read (its UID is a precondition).
-func deleteProviders(ctx context.Context, reader client.Reader, c client.Client, key types.NamespacedName, obj client.Object) error {
-	if err := reader.Get(ctx, key, obj); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	if obj.GetLabels()[v1alpha1.LabelManagedBy] != v1alpha1.ManagedByValue {
-		return nil
-	}
-	uid := obj.GetUID()
-	err := c.Delete(ctx, obj, client.Preconditions{UID: &uid})
-	if apierrors.IsConflict(err) {
-		// Replaced by an object of the same name since: not the provider's to delete.
-		return nil
-	}
-	return client.IgnoreNotFound(err)
 }

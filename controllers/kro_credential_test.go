@@ -24,6 +24,7 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
 
@@ -52,11 +53,11 @@ func TestNeedsRotation(t *testing.T) {
 	}{
 		{name: "current: wait until two thirds of the lifetime", secret: current(nil), rotate: false, wait: 30 * time.Minute},
 		{name: "no secret", secret: nil, rotate: true},
-		{name: "no kubeconfig", secret: current(func(s *corev1.Secret) { delete(s.Data, KubeconfigKey) }), rotate: true},
+		{name: "no kubeconfig", secret: current(func(s *corev1.Secret) { delete(s.Data, owned.KubeconfigKey) }), rotate: true},
 		{name: "no token", secret: current(func(s *corev1.Secret) { delete(s.Data, KroCredentialTokenKey) }), rotate: true},
 		{name: "empty token", secret: current(func(s *corev1.Secret) { s.Data[KroCredentialTokenKey] = nil }), rotate: true},
 		{name: "no ca.crt", secret: current(func(s *corev1.Secret) { delete(s.Data, KroCredentialCAKey) }), rotate: true},
-		{name: "server changed", secret: current(func(s *corev1.Secret) { s.Data[KubeconfigKey] = []byte("other") }), rotate: true},
+		{name: "server changed", secret: current(func(s *corev1.Secret) { s.Data[owned.KubeconfigKey] = []byte("other") }), rotate: true},
 		{name: "CA changed", secret: current(nil), ca: []byte("new ca"), rotate: true},
 		{name: "no issued annotation", secret: current(func(s *corev1.Secret) { delete(s.Annotations, v1alpha1.AnnotationTokenIssued) }), rotate: true},
 		{name: "unreadable expiry", secret: current(annotate(v1alpha1.AnnotationTokenExpires, "soon")), rotate: true},
@@ -115,7 +116,7 @@ func TestKroKubeconfigResolvesBesideItself(t *testing.T) {
 	g := NewWithT(t)
 	dir := t.TempDir()
 	path := writeCredentialFiles(g, dir, map[string][]byte{
-		KubeconfigKey: kroKubeconfig("https://cp.example:6443", "", false), KroCredentialTokenKey: []byte("t0k3n"), KroCredentialCAKey: []byte("ca"),
+		owned.KubeconfigKey: kroKubeconfig("https://cp.example:6443", "", false), KroCredentialTokenKey: []byte("t0k3n"), KroCredentialCAKey: []byte("ca"),
 	})
 	cfg, err := clientcmd.BuildConfigFromFlags("", path)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -178,7 +179,7 @@ func TestKroCredential(t *testing.T) {
 	cp, workload := cs[0], cs[1]
 	kro := &v1alpha1.Kro{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "tenant"}}
 	const ns, lifetime = "kro-tenant", time.Hour
-	saUser := "system:serviceaccount:" + KroNamespace + ":" + KroServiceAccountName
+	saUser := "system:serviceaccount:" + owned.KroNamespace + ":" + KroServiceAccountName
 	dir := t.TempDir()
 	var path string
 	var first *corev1.Secret
@@ -198,13 +199,13 @@ func TestKroCredential(t *testing.T) {
 		g.Expect(first.Labels).To(HaveKeyWithValue(v1alpha1.LabelRole, v1alpha1.RoleKroCredential))
 		g.Expect(first.Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationKro, "team-a/tenant"))
 		g.Expect(first.Data[KroCredentialCAKey]).To(Equal(cp.Config.CAData))
-		g.Expect(bytes.Contains(first.Data[KubeconfigKey], first.Data[KroCredentialTokenKey])).To(BeFalse(), "the kubeconfig only names the token file")
+		g.Expect(bytes.Contains(first.Data[owned.KubeconfigKey], first.Data[KroCredentialTokenKey])).To(BeFalse(), "the kubeconfig only names the token file")
 
 		path = writeCredentialFiles(g, dir, first.Data)
 		cfg, err := clientcmd.BuildConfigFromFlags("", path)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(whoAmI(ctx, cfg)).To(Equal(saUser))
-		_, err = kubernetes.NewForConfigOrDie(cfg).CoreV1().Secrets(KroNamespace).List(ctx, metav1.ListOptions{})
+		_, err = kubernetes.NewForConfigOrDie(cfg).CoreV1().Secrets(owned.KroNamespace).List(ctx, metav1.ListOptions{})
 		g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "no RBAC is bound to kro's ServiceAccount, got %v", err)
 	})
 
@@ -233,7 +234,7 @@ func TestKroCredential(t *testing.T) {
 		rotatedSecret := getCredential(g, workload.Client, ns)
 		token := rotatedSecret.Data[KroCredentialTokenKey]
 		g.Expect(token).NotTo(Equal(first.Data[KroCredentialTokenKey]))
-		g.Expect(rotatedSecret.Data[KubeconfigKey]).To(Equal(first.Data[KubeconfigKey]), "the same kubeconfig")
+		g.Expect(rotatedSecret.Data[owned.KubeconfigKey]).To(Equal(first.Data[owned.KubeconfigKey]), "the same kubeconfig")
 
 		// As the kubelet updates a mounted secret: the files change, the path stays.
 		g.Expect(writeCredentialFiles(g, dir, rotatedSecret.Data)).To(Equal(path))
@@ -249,7 +250,7 @@ func TestKroCredential(t *testing.T) {
 		moved.ServerName = "localhost"
 		_, rotated := ensure(g, moved, time.Now())
 		g.Expect(rotated).To(BeTrue())
-		g.Expect(string(getCredential(g, workload.Client, ns).Data[KubeconfigKey])).To(ContainSubstring("tls-server-name: localhost"))
+		g.Expect(string(getCredential(g, workload.Client, ns).Data[owned.KubeconfigKey])).To(ContainSubstring("tls-server-name: localhost"))
 		_, rotated = ensure(g, cp.Config, time.Now())
 		g.Expect(rotated).To(BeTrue(), "and back")
 	})
@@ -310,8 +311,8 @@ func TestKroCredential(t *testing.T) {
 		g.Expect(whoAmI(ctx, cfg)).To(Equal(saUser))
 
 		remove := func() error { // as a deletion does: the ServiceAccount first, then the secret
-			return errors.Join(deleteProviders(ctx, cp.Client, cp.Client, kroServiceAccount, &corev1.ServiceAccount{}),
-				deleteProviders(ctx, workload.Client, workload.Client, client.ObjectKey{Namespace: ns, Name: KroCredentialSecretName}, &corev1.Secret{}))
+			return errors.Join(owned.DeleteProviders(ctx, cp.Client, cp.Client, kroServiceAccount, &corev1.ServiceAccount{}),
+				owned.DeleteProviders(ctx, workload.Client, workload.Client, client.ObjectKey{Namespace: ns, Name: KroCredentialSecretName}, &corev1.Secret{}))
 		}
 		g.Expect(remove()).To(Succeed())
 		err = workload.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: KroCredentialSecretName}, &corev1.Secret{})
@@ -346,10 +347,10 @@ func whoAmI(ctx context.Context, cfg *rest.Config) (string, error) {
 // writeCredentialFiles lays out the secret's keys as files in dir, as a mounted secret
 // volume does, and returns the kubeconfig's path.
 func writeCredentialFiles(g Gomega, dir string, data map[string][]byte) string {
-	for _, k := range []string{KubeconfigKey, KroCredentialTokenKey, KroCredentialCAKey} {
+	for _, k := range []string{owned.KubeconfigKey, KroCredentialTokenKey, KroCredentialCAKey} {
 		g.Expect(os.WriteFile(filepath.Join(dir, k), data[k], 0o600)).To(Succeed())
 	}
-	return filepath.Join(dir, KubeconfigKey)
+	return filepath.Join(dir, owned.KubeconfigKey)
 }
 
 func getCredential(g Gomega, c client.Client, namespace string) *corev1.Secret {

@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/openmcp-project/service-provider-kro/controllers/guard"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/controllers/rollout"
 )
 
@@ -16,14 +18,14 @@ import (
 // HelmRelease is not there or not the provider's.
 func (r *KroReconciler) releaseRecordOf(ctx context.Context, s *scope) (rollout.Record, error) {
 	hr := &helmv2.HelmRelease{}
-	err := r.Platform.Get(ctx, client.ObjectKey{Namespace: s.tenantNamespace, Name: fluxObjectName(r.ProviderName)}, hr)
+	err := r.Platform.Get(ctx, client.ObjectKey{Namespace: s.tenantNamespace, Name: owned.FluxObjectName(r.ProviderName)}, hr)
 	if apierrors.IsNotFound(err) {
 		return rollout.Record{}, nil
 	}
 	if err != nil {
-		return rollout.Record{}, fmt.Errorf("reading HelmRelease %s/%s: %w", s.tenantNamespace, fluxObjectName(r.ProviderName), err)
+		return rollout.Record{}, fmt.Errorf("reading HelmRelease %s/%s: %w", s.tenantNamespace, owned.FluxObjectName(r.ProviderName), err)
 	}
-	if !ownedAs(hr, &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Labels: ownerLabels(s.kro, r.ProviderName, "")}}) {
+	if !owned.As(hr, &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Labels: owned.Labels(s.kro, r.ProviderName, "")}}) {
 		return rollout.Record{}, nil
 	}
 	return rollout.ReadRecord(hr), nil
@@ -37,7 +39,7 @@ func (r *KroReconciler) observeRolloutHealth(ctx context.Context, s *scope) (res
 	if !s.gate || s.record.Admission == nil {
 		return proceed, nil
 	}
-	h, err := readKroHealth(ctx, s.access.Cluster, s.site, s.obs.revision, s.record.Admission.Since.Time)
+	h, err := guard.ReadKroHealth(ctx, s.access.Cluster, s.site.Deployment(), s.obs.revision, s.record.Admission.Since.Time)
 	if err != nil {
 		return proceed, fmt.Errorf("reading kro's health for the rollout: %w", err)
 	}

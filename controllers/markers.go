@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/reach"
 	"github.com/openmcp-project/service-provider-kro/controllers/versions"
 )
 
@@ -69,8 +70,8 @@ func (o *observation) accessReached(tenantNamespace, secret string) {
 		fmt.Sprintf("the ControlPlane is reached through the kubeconfig in secret %s/%s", tenantNamespace, secret))
 }
 
-func (o *observation) accessNotAvailable(na *NotAvailableError) {
-	o.set(v1alpha1.ConditionControlPlaneAccessReady, metav1.ConditionFalse, na.reason(), na.Message)
+func (o *observation) accessNotAvailable(na *reach.NotAvailableError) {
+	o.set(v1alpha1.ConditionControlPlaneAccessReady, metav1.ConditionFalse, na.ConditionReason(), na.Message)
 }
 
 func (o *observation) noTenantNamespace(err error) {

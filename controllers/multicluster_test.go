@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
 
@@ -78,7 +79,7 @@ func TestReplicatedSecretOnControlPlaneIsRestored(t *testing.T) {
 	sourceSecret(g, image, corev1.SecretTypeDockerConfigJson, "original")
 	offerVersion(g, v1alpha1.KroVersion{Version: version, ChartVersion: "0.9.3", HelmValues: helmValues(image)})
 	readyKro(t, g, ns, "repaired", version)
-	key := client.ObjectKey{Namespace: KroNamespace, Name: image}
+	key := client.ObjectKey{Namespace: owned.KroNamespace, Name: image}
 	cp := &corev1.Secret{}
 	g.Expect(controlPlane.Client.Get(ctx, key, cp)).To(Succeed())
 	want := cp.Data[corev1.DockerConfigJsonKey]
@@ -169,7 +170,7 @@ func TestUnreachableControlPlane(t *testing.T) {
 	g.Expect(condition(down, v1alpha1.ConditionReady).Message).To(ContainSubstring("does not answer"))
 
 	// The other ControlPlane keeps being looked after.
-	key := client.ObjectKey{Namespace: KroNamespace, Name: image}
+	key := client.ObjectKey{Namespace: owned.KroNamespace, Name: image}
 	g.Expect(controlPlane.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}})).To(Succeed())
 	g.Eventually(func() error { return controlPlane.Client.Get(ctx, key, &corev1.Secret{}) }, timeout, interval).Should(Succeed())
 	g.Expect(condition(getKro(g, up), v1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
@@ -205,16 +206,16 @@ func TestRotatedKubeconfigWithRevokedToken(t *testing.T) {
 	g.Expect(client.IgnoreAlreadyExists(platform.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenant}}))).To(Succeed())
 	access := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "controlplane-access", Namespace: tenant, Labels: map[string]string{v1alpha1.LabelControlPlaneKubeconfig: "true"}},
-		Data:       map[string][]byte{KubeconfigKey: first},
+		Data:       map[string][]byte{owned.KubeconfigKey: first},
 	}
 	g.Expect(platform.Client.Create(ctx, access)).To(Succeed())
 	g.Eventually(func(g Gomega) { getHelmRelease(g, k) }, timeout, interval).Should(Succeed())
-	key := client.ObjectKey{Namespace: KroNamespace, Name: image}
+	key := client.ObjectKey{Namespace: owned.KroNamespace, Name: image}
 	g.Eventually(func() error { return cp.Client.Get(ctx, key, &corev1.Secret{}) }, timeout, interval).Should(Succeed())
 
 	second, err := cp.TokenKubeconfig(ctx, "provider-b")
 	g.Expect(err).NotTo(HaveOccurred())
-	access.Data[KubeconfigKey] = second
+	access.Data[owned.KubeconfigKey] = second
 	g.Expect(platform.Client.Update(ctx, access)).To(Succeed())
 	g.Expect(cp.RevokeToken(ctx, "provider-a")).To(Succeed())
 
@@ -253,7 +254,7 @@ func TestBrokenKubeconfigIsReported(t *testing.T) {
 	g.Expect(client.IgnoreAlreadyExists(platform.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenant}}))).To(Succeed())
 	access := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "controlplane-access", Namespace: tenant, Labels: map[string]string{v1alpha1.LabelControlPlaneKubeconfig: "true"}},
-		Data:       map[string][]byte{KubeconfigKey: []byte("apiVersion: v1\nclusters: [oops")},
+		Data:       map[string][]byte{owned.KubeconfigKey: []byte("apiVersion: v1\nclusters: [oops")},
 	}
 	g.Expect(platform.Client.Create(ctx, access)).To(Succeed())
 	k = eventuallyCondition(g, k, v1alpha1.ConditionControlPlaneAccessReady, metav1.ConditionFalse, v1alpha1.ReasonKubeconfigInvalid,
@@ -261,7 +262,7 @@ func TestBrokenKubeconfigIsReported(t *testing.T) {
 	g.Expect(string(mustJSON(g, k.Status))).NotTo(ContainSubstring("oops"), "the secret's content stays out of the status")
 
 	// Fixed by writing a working kubeconfig.
-	access.Data[KubeconfigKey] = controlPlane.Kubeconfig
+	access.Data[owned.KubeconfigKey] = controlPlane.Kubeconfig
 	g.Expect(platform.Client.Update(ctx, access)).To(Succeed())
 	eventuallyCondition(g, k, v1alpha1.ConditionControlPlaneAccessReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess)
 }

@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/reach"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/controllers/versions"
 )
 
@@ -21,10 +23,10 @@ func newOCIRepository(kro *v1alpha1.Kro, provider, namespace string, v *v1alpha1
 	repo := &sourcev1.OCIRepository{
 		TypeMeta: metav1.TypeMeta{APIVersion: sourcev1.GroupVersion.String(), Kind: sourcev1.OCIRepositoryKind},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:        fluxObjectName(provider),
+			Name:        owned.FluxObjectName(provider),
 			Namespace:   namespace,
-			Labels:      ownerLabels(kro, provider, ""),
-			Annotations: ownerAnnotations(kro),
+			Labels:      owned.Labels(kro, provider, ""),
+			Annotations: owned.Annotations(kro),
 		},
 		Spec: sourcev1.OCIRepositorySpec{
 			URL:       versions.ChartURL(v),
@@ -40,27 +42,27 @@ func newOCIRepository(kro *v1alpha1.Kro, provider, namespace string, v *v1alpha1
 
 // newHelmRelease installs kro from the OCIRepository onto the ControlPlane that the
 // kubeconfig secret gives access to.
-func newHelmRelease(kro *v1alpha1.Kro, provider, namespace string, v *v1alpha1.KroVersion, kubeconfig SecretKey, interval time.Duration) *helmv2.HelmRelease {
+func newHelmRelease(kro *v1alpha1.Kro, provider, namespace string, v *v1alpha1.KroVersion, kubeconfig reach.SecretKey, interval time.Duration) *helmv2.HelmRelease {
 	rollback := helmv2.RollbackRemediationStrategy
 	hr := &helmv2.HelmRelease{
 		TypeMeta: metav1.TypeMeta{APIVersion: helmv2.GroupVersion.String(), Kind: helmv2.HelmReleaseKind},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:        fluxObjectName(provider),
+			Name:        owned.FluxObjectName(provider),
 			Namespace:   namespace,
-			Labels:      ownerLabels(kro, provider, ""),
-			Annotations: ownerAnnotations(kro),
+			Labels:      owned.Labels(kro, provider, ""),
+			Annotations: owned.Annotations(kro),
 		},
 		Spec: helmv2.HelmReleaseSpec{
 			ChartRef: &helmv2.CrossNamespaceSourceReference{
 				APIVersion: sourcev1.GroupVersion.String(),
 				Kind:       sourcev1.OCIRepositoryKind,
-				Name:       fluxObjectName(provider),
+				Name:       owned.FluxObjectName(provider),
 			},
 			Interval:         metav1.Duration{Duration: interval},
 			KubeConfig:       &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: kubeconfig.Name, Key: kubeconfig.Key}},
-			ReleaseName:      ReleaseName,
-			TargetNamespace:  KroNamespace,
-			StorageNamespace: KroNamespace,
+			ReleaseName:      owned.ReleaseName,
+			TargetNamespace:  owned.KroNamespace,
+			StorageNamespace: owned.KroNamespace,
 			Install: &helmv2.Install{
 				CreateNamespace: true,
 				CRDs:            helmv2.CreateReplace,
@@ -81,7 +83,7 @@ func newHelmRelease(kro *v1alpha1.Kro, provider, namespace string, v *v1alpha1.K
 
 // newSecretCopy copies the type and data of a source secret under a new name.
 func newSecretCopy(kro *v1alpha1.Kro, provider, role string, src *corev1.Secret, namespace, name string) *corev1.Secret {
-	annotations := ownerAnnotations(kro)
+	annotations := owned.Annotations(kro)
 	annotations[v1alpha1.AnnotationSourceSecret] = src.Name
 	data := make(map[string][]byte, len(src.Data))
 	for k, v := range src.Data {
@@ -92,7 +94,7 @@ func newSecretCopy(kro *v1alpha1.Kro, provider, role string, src *corev1.Secret,
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        name,
 			Namespace:   namespace,
-			Labels:      ownerLabels(kro, provider, role),
+			Labels:      owned.Labels(kro, provider, role),
 			Annotations: annotations,
 		},
 		Type: src.Type,
@@ -103,6 +105,6 @@ func newSecretCopy(kro *v1alpha1.Kro, provider, role string, src *corev1.Secret,
 // newTenantNamespace is the tenant namespace when the provider has to create it itself.
 func newTenantNamespace(kro *v1alpha1.Kro, provider, name string) *corev1.Namespace {
 	return &corev1.Namespace{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: ownerLabels(kro, provider, ""), Annotations: ownerAnnotations(kro)},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: owned.Labels(kro, provider, ""), Annotations: owned.Annotations(kro)},
 	}
 }

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/reach"
 	"github.com/openmcp-project/service-provider-kro/controllers/versions"
 )
 
@@ -52,7 +53,7 @@ func TestBuilders(t *testing.T) {
 	g.Expect(repo.Spec.SecretRef).To(BeNil())
 	g.Expect(repo.Spec.URL).To(Equal("oci://example.com/kro"))
 
-	hr := newHelmRelease(kro, "kro", "mcp--x", v, SecretKey{Name: "access", Key: "kubeconfig"}, 2*time.Minute)
+	hr := newHelmRelease(kro, "kro", "mcp--x", v, reach.SecretKey{Name: "access", Key: "kubeconfig"}, 2*time.Minute)
 	g.Expect(hr.Kind).To(Equal("HelmRelease"))
 	g.Expect(hr.Spec.Values).To(BeNil(), "no helmValues, no values")
 	g.Expect(hr.Spec.Interval.Duration).To(Equal(2 * time.Minute))

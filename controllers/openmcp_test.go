@@ -18,6 +18,8 @@ import (
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
 	"github.com/openmcp-project/service-provider-kro/config/crd"
+	"github.com/openmcp-project/service-provider-kro/controllers/reach"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
 
@@ -37,7 +39,7 @@ func TestOpenMCPAccessRequest(t *testing.T) {
 	g.Expect(ob2.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "project-a"}})).To(Succeed())
 	k := &v1alpha1.Kro{ObjectMeta: metav1.ObjectMeta{Namespace: "project-a", Name: "cp-1"}, Spec: v1alpha1.KroSpec{Version: baseVersion}}
 	g.Expect(ob2.Client.Create(ctx, k)).To(Succeed())
-	tenant, err := TenantNamespace(k)
+	tenant, err := owned.TenantNamespace(k)
 	g.Expect(err).NotTo(HaveOccurred())
 	// openmcp creates the tenant namespace with the ControlPlane.
 	g.Expect(client.IgnoreAlreadyExists(pf2.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenant}}))).To(Succeed())
@@ -64,7 +66,7 @@ func TestOpenMCPAccessRequest(t *testing.T) {
 	// openmcp grants the request: a kubeconfig secret, then the status.
 	g.Expect(pf2.Client.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "cp-1.kubeconfig"},
-		Data:       map[string][]byte{KubeconfigKey: cp2.Kubeconfig},
+		Data:       map[string][]byte{owned.KubeconfigKey: cp2.Kubeconfig},
 	})).To(Succeed())
 	ar.Status.Phase = clustersv1alpha1.REQUEST_GRANTED
 	ar.Status.SecretRef = &commonapi.LocalObjectReference{Name: "cp-1.kubeconfig"}
@@ -77,7 +79,7 @@ func TestOpenMCPAccessRequest(t *testing.T) {
 	}, timeout, interval).Should(Succeed())
 	hr := getHelmReleaseOn(g, pf2, tenant)
 	g.Expect(hr.Spec.KubeConfig.SecretRef.Name).To(Equal("cp-1.kubeconfig"))
-	g.Expect(hr.Spec.KubeConfig.SecretRef.Key).To(Equal(KubeconfigKey))
+	g.Expect(hr.Spec.KubeConfig.SecretRef.Key).To(Equal(owned.KubeconfigKey))
 
 	// Deleting the Kro withdraws the AccessRequest last.
 	g.Expect(ob2.Client.Delete(ctx, k)).To(Succeed())
@@ -129,7 +131,7 @@ func startOpenMCP(t *testing.T, g Gomega) *openMCPEnv {
 	})).To(Succeed())
 	mgr := newTestManager(g, env.onboarding.Config)
 	g.Expect(Setup(ctx, mgr, env.platform.Config, Options{
-		ProviderName: providerName, PodNamespace: podNamespace, Access: AccessOpenMCP,
+		ProviderName: providerName, PodNamespace: podNamespace, Access: reach.AccessOpenMCP,
 		ProbeInterval: 500 * time.Millisecond, MaxBackoff: 2 * time.Second,
 	})).To(Succeed())
 	runTestManager(t, ctx, cancel, mgr)

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
 
@@ -50,14 +51,14 @@ func TestTenantSecretsAreNeverTakenOver(t *testing.T) {
 	}
 
 	// On the ControlPlane: the tenant's secret in kro-system has the image pull secret's name.
-	onCP := tenantSecret(controlPlane.Client, KroNamespace, image)
+	onCP := tenantSecret(controlPlane.Client, owned.KroNamespace, image)
 	k := newKro(g, ns, "cp-conflict", version)
 	grantAccess(g, k, controlPlane)
 	k = eventuallyCondition(g, k, v1alpha1.ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonOwnershipConflict,
-		"secret "+KroNamespace+"/"+image+" on the ControlPlane was not created by the provider", "rename the image pull secret", "or delete that secret")
+		"secret "+owned.KroNamespace+"/"+image+" on the ControlPlane was not created by the provider", "rename the image pull secret", "or delete that secret")
 	g.Expect(condition(k, v1alpha1.ConditionReady).Reason).To(Equal(v1alpha1.ReasonOwnershipConflict))
 	g.Expect(condition(k, v1alpha1.ConditionPullSecretsReady).Message).NotTo(ContainSubstring("provider-image"), "no secret content in messages")
-	eventuallyEvent(g, k, "Warning/"+v1alpha1.ReasonOwnershipConflict, KroNamespace+"/"+image)
+	eventuallyEvent(g, k, "Warning/"+v1alpha1.ReasonOwnershipConflict, owned.KroNamespace+"/"+image)
 	untouched(g, controlPlane.Client, onCP)
 
 	// On the platform: the tenant namespace holds a secret named like the chart pull secret copy.

@@ -12,6 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/reach"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 )
 
 // Moving kro between placements. A version's placement is part of its artifacts, so a
@@ -37,7 +39,7 @@ import (
 // releasePlacement is where a HelmRelease of the provider installs kro: kro-system on
 // the ControlPlane as release "kro", or a tenant's namespace on a workload cluster.
 func releasePlacement(hr *helmv2.HelmRelease) v1alpha1.Placement {
-	if hr.Spec.ReleaseName == ReleaseName && hr.Spec.TargetNamespace == KroNamespace {
+	if hr.Spec.ReleaseName == owned.ReleaseName && hr.Spec.TargetNamespace == owned.KroNamespace {
 		return v1alpha1.PlacementControlPlane
 	}
 	return v1alpha1.PlacementWorkloadCluster
@@ -46,11 +48,11 @@ func releasePlacement(hr *helmv2.HelmRelease) v1alpha1.Placement {
 // movePlacement runs the move when the version places kro elsewhere than where it is.
 func (r *KroReconciler) movePlacement(ctx context.Context, s *scope) (result, error) {
 	hr := &helmv2.HelmRelease{}
-	switch err := r.Platform.Get(ctx, client.ObjectKey{Namespace: s.tenantNamespace, Name: fluxObjectName(r.ProviderName)}, hr); {
+	switch err := r.Platform.Get(ctx, client.ObjectKey{Namespace: s.tenantNamespace, Name: owned.FluxObjectName(r.ProviderName)}, hr); {
 	case apierrors.IsNotFound(err):
 		return r.leaveOldPlacement(ctx, s)
 	case err != nil:
-		return proceed, fmt.Errorf("reading HelmRelease %s/%s: %w", s.tenantNamespace, fluxObjectName(r.ProviderName), err)
+		return proceed, fmt.Errorf("reading HelmRelease %s/%s: %w", s.tenantNamespace, owned.FluxObjectName(r.ProviderName), err)
 	case !r.madeFor(s.kro, hr):
 		return proceed, nil // reported as a conflict by the HelmRelease step
 	}
@@ -105,7 +107,7 @@ func (r *KroReconciler) leavePlacement(ctx context.Context, s *scope, from, to v
 	}
 	switch from {
 	case v1alpha1.PlacementControlPlane:
-		if err := r.removeImageSecretCopies(ctx, s.access.Client, s.kro, KroNamespace, nil); err != nil {
+		if err := r.removeImageSecretCopies(ctx, s.access.Client, s.kro, owned.KroNamespace, nil); err != nil {
 			return proceed, err
 		}
 		return proceed, nil
@@ -119,7 +121,7 @@ func (r *KroReconciler) leavePlacement(ctx context.Context, s *scope, from, to v
 			s.obs.placement = from
 			s.obs.set(v1alpha1.ConditionHelmReleaseReady, metav1.ConditionFalse, v1alpha1.ReasonMovingPlacement, fmt.Sprintf(
 				"moving kro from %s to %s: kro is uninstalled from %s; %s",
-				placementWhere(from), placementWhere(to), placementWhere(from), withdrawalPending(s.tenantNamespace)))
+				placementWhere(from), placementWhere(to), placementWhere(from), reach.WithdrawalPending(s.tenantNamespace)))
 			return waiting, err
 		}
 		return proceed, nil

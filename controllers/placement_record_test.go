@@ -14,6 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/reach"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 )
 
 // workloadKro is a Kro whose kro runs on the suite's workload cluster (the bare API
@@ -41,7 +43,7 @@ func placeWorkloadKro(t *testing.T, g Gomega, ns, name string) (*v1alpha1.Kro, v
 	grantAccess(g, k, controlPlane)
 	g.Expect(platform.Client.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "workload-access", Namespace: tenantNamespace(g, k), Labels: map[string]string{v1alpha1.LabelWorkloadClusterKubeconfig: "true"}},
-		Data:       map[string][]byte{KubeconfigKey: bareControlPlane.Kubeconfig},
+		Data:       map[string][]byte{owned.KubeconfigKey: bareControlPlane.Kubeconfig},
 	})).To(Succeed())
 	g.Eventually(func(g Gomega) { getOCIRepository(g, k) }, timeout, interval).Should(Succeed())
 	url, digest := serveKroChart(t, g)
@@ -60,7 +62,7 @@ func readyWorkloadKro(t *testing.T, g Gomega, ns, name string) *workloadKro {
 	fluxReady(g, getHelmRelease(g, k), metav1.ConditionTrue, "Helm install succeeded")
 	got := eventuallyCondition(g, k, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess)
 	g.Expect(got.Status.Placement).To(Equal(v1alpha1.PlacementWorkloadCluster))
-	workloadNS, err := WorkloadNamespace(client.ObjectKeyFromObject(k))
+	workloadNS, err := reach.WorkloadNamespace(client.ObjectKeyFromObject(k))
 	g.Expect(err).NotTo(HaveOccurred())
 	token := string(getCredential(g, bareControlPlane.Client, workloadNS).Data[KroCredentialTokenKey])
 	_, err = whoAmI(ctx, tokenConfig(token))
@@ -175,7 +177,7 @@ func TestInterruptedMoveCleansUpTheOldSide(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		hr := getHelmRelease(g, k)
 		g.Expect(hr.UID).NotTo(Equal(oldHR.UID))
-		g.Expect(hr.Spec.TargetNamespace).To(Equal(KroNamespace))
+		g.Expect(hr.Spec.TargetNamespace).To(Equal(owned.KroNamespace))
 	}, timeout, interval).Should(Succeed())
 	w.expectWorkloadSideGone(g)
 	g.Expect(getKro(g, k).Status.Placement).To(Equal(v1alpha1.PlacementControlPlane))

@@ -1,7 +1,6 @@
 package controllers
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -15,6 +14,7 @@ import (
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
 	"github.com/openmcp-project/service-provider-kro/controllers/foreign"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/controllers/versions"
 )
 
@@ -65,14 +65,14 @@ func (r *KroReconciler) reconcileChartPullSecret(ctx context.Context, s *scope) 
 	}
 
 	if name := s.version.ChartPullSecret; name != "" {
-		cp := newSecretCopy(s.kro, r.ProviderName, v1alpha1.RoleChartPullSecret, s.sources[name], s.tenantNamespace, chartSecretCopyName(r.ProviderName, name))
-		owned, err := copySecret(ctx, r.Platform, r.PlatformReader, cp)
+		cp := newSecretCopy(s.kro, r.ProviderName, v1alpha1.RoleChartPullSecret, s.sources[name], s.tenantNamespace, owned.ChartSecretCopyName(r.ProviderName, name))
+		ours, err := owned.CopySecret(ctx, r.Platform, r.PlatformReader, cp)
 		if err != nil {
 			return proceed, fmt.Errorf("copying chart pull secret %q into %s: %w", name, s.tenantNamespace, err)
 		}
-		if !owned {
+		if !ours {
 			s.obs.ownershipConflict(v1alpha1.ConditionPullSecretsReady,
-				ownershipConflictMessage(s.kro, "secret", "the platform cluster", cp, fmt.Sprintf(
+				owned.ConflictMessage(s.kro, "secret", "the platform cluster", cp, fmt.Sprintf(
 					"use another chart pull secret name in ProviderConfig %q (chartPullSecret of version %s), or delete that secret if nobody needs it",
 					r.ProviderName, s.version.Version)))
 			return waiting, nil
@@ -92,13 +92,13 @@ func (r *KroReconciler) reconcileChartPullSecret(ctx context.Context, s *scope) 
 // removes copies that are no longer referenced.
 func (r *KroReconciler) reconcileImagePullSecrets(ctx context.Context, s *scope) (result, error) {
 	site := s.site
-	c := site.cluster.GetClient()
+	c := site.Cluster.GetClient()
 	if len(s.imageSecrets) > 0 {
 		var err error
 		if s.workload != nil {
 			err = r.ensureWorkloadNamespace(ctx, s)
 		} else {
-			err = ensureNamespace(ctx, c, site.namespace, nil)
+			err = owned.EnsureNamespace(ctx, c, site.Namespace, nil)
 		}
 		if err != nil {
 			return proceed, err
@@ -106,20 +106,20 @@ func (r *KroReconciler) reconcileImagePullSecrets(ctx context.Context, s *scope)
 	}
 	var conflicts []string
 	for _, name := range s.imageSecrets {
-		cp := newSecretCopy(s.kro, r.ProviderName, v1alpha1.RoleImagePullSecret, s.sources[name], site.namespace, name)
-		owned, err := copySecret(ctx, c, site.cluster.GetAPIReader(), cp)
+		cp := newSecretCopy(s.kro, r.ProviderName, v1alpha1.RoleImagePullSecret, s.sources[name], site.Namespace, name)
+		ours, err := owned.CopySecret(ctx, c, site.Cluster.GetAPIReader(), cp)
 		if err != nil {
 			return proceed, fmt.Errorf("copying image pull secret %q: %w", name, err)
 		}
-		if !owned {
-			conflicts = append(conflicts, ownershipConflictMessage(s.kro, "secret", site.where, cp, fmt.Sprintf(
+		if !ours {
+			conflicts = append(conflicts, owned.ConflictMessage(s.kro, "secret", site.Where, cp, fmt.Sprintf(
 				"rename the image pull secret in ProviderConfig %q (helmValues.imagePullSecrets of version %s), or delete that secret on %s if nobody needs it",
-				r.ProviderName, s.version.Version, site.where)))
+				r.ProviderName, s.version.Version, site.Where)))
 			continue
 		}
-		s.obs.managed = append(s.obs.managed, managedSecret(site.label, cp))
+		s.obs.managed = append(s.obs.managed, managedSecret(site.Label, cp))
 	}
-	if err := r.removeImageSecretCopies(ctx, c, s.kro, site.namespace, s.imageSecrets); err != nil {
+	if err := r.removeImageSecretCopies(ctx, c, s.kro, site.Namespace, s.imageSecrets); err != nil {
 		return proceed, err
 	}
 	if len(conflicts) > 0 {
@@ -138,7 +138,7 @@ func pullSecretsMessage(s *scope, copiedImages bool) string {
 	if len(s.imageSecrets) > 0 {
 		state := "found, to be copied to where kro runs"
 		if copiedImages {
-			state = "copied to " + s.site.namespace + " on " + s.site.where
+			state = "copied to " + s.site.Namespace + " on " + s.site.Where
 		}
 		parts = append(parts, fmt.Sprintf("image pull secrets %s %s", strings.Join(s.imageSecrets, ", "), state))
 	}
@@ -196,7 +196,7 @@ func (r *KroReconciler) removeImageSecretCopies(ctx context.Context, c client.Cl
 
 // copyLabels select the secret copies of one role that the provider made for a Kro.
 func (r *KroReconciler) copyLabels(kro *v1alpha1.Kro, role string) client.MatchingLabels {
-	return client.MatchingLabels(ownerLabels(kro, r.ProviderName, role))
+	return client.MatchingLabels(owned.Labels(kro, r.ProviderName, role))
 }
 
 // deleteSecrets deletes the provider's copies among secrets, except those keep names.
@@ -242,107 +242,4 @@ func (r *KroReconciler) ensureTenantNamespace(ctx context.Context, s *scope) (re
 		return proceed, fmt.Errorf("creating tenant namespace %s: %w", s.tenantNamespace, err)
 	}
 	return proceed, nil
-}
-
-// ensureNamespace creates a namespace on a cluster when it does not exist.
-func ensureNamespace(ctx context.Context, c client.Client, name string, labels map[string]string) error {
-	ns := &corev1.Namespace{}
-	err := c.Get(ctx, client.ObjectKey{Name: name}, ns)
-	if err == nil {
-		return nil
-	}
-	if !apierrors.IsNotFound(err) {
-		return fmt.Errorf("reading namespace %s: %w", name, err)
-	}
-	ns = &corev1.Namespace{}
-	ns.Name, ns.Labels = name, labels
-	if err := c.Create(ctx, ns); client.IgnoreAlreadyExists(err) != nil {
-		return fmt.Errorf("creating namespace %s: %w", name, err)
-	}
-	return nil
-}
-
-// apply writes obj with server-side apply under the provider's field owner. An object
-// that is already as desired is not written.
-func apply(ctx context.Context, c client.Client, obj client.Object) error {
-	//nolint:staticcheck // client.Apply with typed objects is what controller-runtime v0.24 offers for Flux kinds.
-	return c.Patch(ctx, obj, client.Apply, clusters.FieldOwner, client.ForceOwnership)
-}
-
-// copySecret writes a secret copy unless the (cached) copy is already as desired, so
-// that a reconcile with nothing to change sends no request at all for it. It never takes
-// over a secret of the same name that the provider did not create for this Kro: it
-// returns false for such a secret and leaves it as it is. A copy the cache does not hold
-// is created, not applied, so that a secret made in the meantime makes the creation
-// fail instead of being taken over; reader (uncached) then tells whose it is. The one
-// exception is an unlabelled secret with exactly the source's type and data, as the
-// earlier provider copied them: it is adopted (adoptable).
-func copySecret(ctx context.Context, c client.Client, reader client.Reader, desired *corev1.Secret) (bool, error) {
-	key := client.ObjectKeyFromObject(desired)
-	current := &corev1.Secret{}
-	err := c.Get(ctx, key, current)
-	switch {
-	case err == nil:
-	case !apierrors.IsNotFound(err):
-		return false, fmt.Errorf("reading secret %s: %w", key, err)
-	default:
-		err := c.Create(ctx, desired.DeepCopy(), clusters.FieldOwner)
-		if !apierrors.IsAlreadyExists(err) {
-			return err == nil, err
-		}
-		if err := reader.Get(ctx, key, current); err != nil {
-			return false, fmt.Errorf("reading secret %s: %w", key, err)
-		}
-	}
-	if !ownedAs(current, desired) {
-		if !adoptable(current, desired) {
-			return false, nil
-		}
-		// The earlier provider's copy: the apply below labels it as the provider's.
-		return true, apply(ctx, c, desired)
-	}
-	if secretUpToDate(current, desired) {
-		return true, nil
-	}
-	return true, apply(ctx, c, desired)
-}
-
-// ownedAs tells whether current carries the provider's ownership labels of desired, that
-// is, whether the provider created it for the same Kro and purpose.
-func ownedAs(current, desired client.Object) bool {
-	for _, k := range []string{v1alpha1.LabelManagedBy, v1alpha1.LabelProvider, v1alpha1.LabelKroName, v1alpha1.LabelKroNamespace, v1alpha1.LabelRole} {
-		if current.GetLabels()[k] != desired.GetLabels()[k] {
-			return false
-		}
-	}
-	return true
-}
-
-// ownershipConflictMessage says which object is in the provider's way and what to do.
-func ownershipConflictMessage(kro *v1alpha1.Kro, kind, where string, obj client.Object, todo string) string {
-	return fmt.Sprintf("%s %s/%s on %s was not created by the provider for Kro %s/%s (it lacks the labels %s=%s and %s=%s), so the provider neither overwrites nor deletes it: %s",
-		kind, obj.GetNamespace(), obj.GetName(), where, kro.Namespace, kro.Name, v1alpha1.LabelManagedBy, v1alpha1.ManagedByValue, v1alpha1.LabelKroName, obj.GetLabels()[v1alpha1.LabelKroName], todo)
-}
-
-// secretUpToDate tells whether current carries everything desired sets.
-func secretUpToDate(current, desired *corev1.Secret) bool {
-	if current.Type != desired.Type || !current.DeletionTimestamp.IsZero() || len(current.Data) != len(desired.Data) {
-		return false
-	}
-	for k, v := range desired.Data {
-		if !bytes.Equal(current.Data[k], v) {
-			return false
-		}
-	}
-	for k, v := range desired.Labels {
-		if current.Labels[k] != v {
-			return false
-		}
-	}
-	for k, v := range desired.Annotations {
-		if current.Annotations[k] != v {
-			return false
-		}
-	}
-	return true
 }

@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 	"time"
 
@@ -14,32 +13,7 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/controllers/rollout/rollouttest"
-	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
-
-func TestInstanceAndDeploymentReadiness(t *testing.T) {
-	g := NewWithT(t)
-	i := &listedInstance{Status: json.RawMessage(`{"conditions":[{"type":"InstanceManaged","status":"True"},` +
-		`{"type":"Ready","status":"False","reason":"ResourcesNotReady","message":"skipped"}],"other":{"large":"skipped"}}`)}
-	ready, reason := instanceReady(i.instanceConditions())
-	g.Expect(ready).To(BeFalse())
-	g.Expect(reason).To(Equal("ResourcesNotReady"))
-	_, reason = instanceReady((&listedInstance{}).instanceConditions())
-	g.Expect(reason).To(Equal("NoReadyCondition"))
-	_, reason = instanceReady((&listedInstance{Status: json.RawMessage(`{"conditions":"not a list"}`)}).instanceConditions())
-	g.Expect(reason).To(Equal("NoReadyCondition"), "conditions of another shape are none")
-
-	d := testenv.AvailableKroDeployment()
-	ok, _ := deploymentDone(d)
-	g.Expect(ok).To(BeTrue())
-	d.Generation = 3
-	ok, msg := deploymentDone(d)
-	g.Expect(ok).To(BeFalse())
-	g.Expect(msg).To(ContainSubstring("generation 3 not yet observed"))
-	d.Status.ObservedGeneration, d.Status.UpdatedReplicas = 3, 1
-	ok, _ = deploymentDone(d)
-	g.Expect(ok).To(BeFalse(), "one of two replicas updated")
-}
 
 // setInstanceReady sets an instance's Ready condition as kro would (the test CRD has no
 // status subresource).

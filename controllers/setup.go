@@ -23,6 +23,7 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
+	"github.com/openmcp-project/service-provider-kro/controllers/reach"
 	"github.com/openmcp-project/service-provider-kro/controllers/foreign"
 	"github.com/openmcp-project/service-provider-kro/providers/controlplane"
 	"github.com/openmcp-project/service-provider-kro/providers/sharding"
@@ -35,7 +36,7 @@ type Options struct {
 	// PodNamespace is the provider's namespace on the platform cluster.
 	PodNamespace string
 	// Access says where ControlPlane kubeconfigs come from; standalone by default.
-	Access AccessMode
+	Access reach.AccessMode
 	// QuietPeriod is how long an engaged ControlPlane may stay quiet before it is
 	// probed for reachability (default 90s); ProbeInterval is how often an unreachable
 	// one is probed again (default 15s). See controlplane.Options.
@@ -68,13 +69,13 @@ func Setup(ctx context.Context, mgr ctrl.Manager, platformConfig *rest.Config, o
 		return fmt.Errorf("the Kro controller needs the provider's name and namespace")
 	}
 	if o.Access == "" {
-		o.Access = AccessStandalone
+		o.Access = reach.AccessStandalone
 	}
 	if o.Identity == "" {
 		o.Identity = "service-provider-" + o.ProviderName
 	}
-	if o.Access != AccessStandalone && o.Access != AccessOpenMCP {
-		return fmt.Errorf("unknown ControlPlane access mode %q: use %s or %s", o.Access, AccessStandalone, AccessOpenMCP)
+	if o.Access != reach.AccessStandalone && o.Access != reach.AccessOpenMCP {
+		return fmt.Errorf("unknown ControlPlane access mode %q: use %s or %s", o.Access, reach.AccessStandalone, reach.AccessOpenMCP)
 	}
 	platform, err := cluster.New(platformConfig, func(co *cluster.Options) {
 		co.Scheme = clusters.Scheme
@@ -102,14 +103,14 @@ func Setup(ctx context.Context, mgr ctrl.Manager, platformConfig *rest.Config, o
 			return &v1alpha1.Kro{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
 		},
 		Kind:       &krov1alpha1.ResourceGraphDefinition{},
-		KindCRD:    rgdCRDName,
+		KindCRD:    reach.RgdCRDName,
 		MaxBackoff: o.MaxBackoff,
 	})
 	provider := controlplane.New(controlplane.Options{
 		ClusterOptions: []cluster.Option{controlplane.ClusterOptions(clusters.Scheme, clusters.KroNamespace,
 			labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue}),
 			controlplane.Kinds{krov1alpha1.GroupVersion.WithKind("ResourceGraphDefinition"): meta.RESTScopeRoot})},
-		ClusterOptionsFor: WorkloadClusterOptions,
+		ClusterOptionsFor: reach.WorkloadClusterOptions,
 		ProbeInterval:     o.ProbeInterval,
 		QuietPeriod:       o.QuietPeriod,
 		MaxBackoff:        o.MaxBackoff,
@@ -140,15 +141,15 @@ func Setup(ctx context.Context, mgr ctrl.Manager, platformConfig *rest.Config, o
 		Onboarding:     client.WithFieldOwner(mgr.GetClient(), o.Identity),
 		Platform:       platform.GetClient(),
 		PlatformReader: platform.GetAPIReader(),
-		ControlPlanes: &engagedControlPlanes{
-			mode:                o.Access,
-			providerName:        o.ProviderName,
-			platform:            platform.GetClient(),
-			reader:              platform.GetAPIReader(),
-			kubeconfigs:         access,
-			workloadKubeconfigs: workloadKubeconfigs,
-			provider:            provider,
-			events:              events,
+		ControlPlanes: &reach.Engaged{
+			Mode:                o.Access,
+			ProviderName:        o.ProviderName,
+			Platform:            platform.GetClient(),
+			Reader:              platform.GetAPIReader(),
+			Kubeconfigs:         access,
+			WorkloadKubeconfigs: workloadKubeconfigs,
+			Provider:            provider,
+			Events:              events,
 		},
 		Recorder:                foreign.Recorder(mgr.GetEventRecorder(o.Identity)),
 		ProviderName:            o.ProviderName,
@@ -181,7 +182,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, platformConfig *rest.Config, o
 // addPlatformCaches adds the caches of the platform cluster beside its main one: where
 // ControlPlane access comes from, and the earlier provider's Flux objects.
 func addPlatformCaches(mgr ctrl.Manager, platform cluster.Cluster, o Options) (access, earlier cache.Cache, err error) {
-	access, err = accessCache(platform, o.Access, o.ProviderName)
+	access, err = reach.AccessCache(platform, o.Access, o.ProviderName)
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating the cache of ControlPlane access: %w", err)
 	}
@@ -201,10 +202,10 @@ func addPlatformCaches(mgr ctrl.Manager, platform cluster.Cluster, o Options) (a
 // addWorkloadKubeconfigCache adds the cache of the labelled workload cluster kubeconfigs
 // (standalone); under openmcp there is none (nil).
 func addWorkloadKubeconfigCache(mgr ctrl.Manager, platform cluster.Cluster, o Options) (cache.Cache, error) {
-	if o.Access == AccessOpenMCP {
+	if o.Access == reach.AccessOpenMCP {
 		return nil, nil
 	}
-	c, err := workloadKubeconfigCache(platform)
+	c, err := reach.WorkloadKubeconfigCache(platform)
 	if err != nil {
 		return nil, fmt.Errorf("creating the cache of workload cluster kubeconfigs: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
 	"github.com/openmcp-project/service-provider-kro/config/crd"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/providers/sharding"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
@@ -61,21 +62,21 @@ func TestShardedReplicasShareTheKros(t *testing.T) {
 
 	// Kros until each replica owns at least two.
 	var kros []*v1alpha1.Kro
-	owned := map[string]int{}
-	for i := 0; owned["replica-a"] < 2 || owned["replica-b"] < 2; i++ {
+	perReplica := map[string]int{}
+	for i := 0; perReplica["replica-a"] < 2 || perReplica["replica-b"] < 2; i++ {
 		ns := fmt.Sprintf("shard-%d", i)
 		g.Expect(obc.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
 		k := &v1alpha1.Kro{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cp"}, Spec: v1alpha1.KroSpec{Version: baseVersion}}
-		tenant, err := TenantNamespace(k)
+		tenant, err := owned.TenantNamespace(k)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(plc.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenant}})).To(Succeed())
 		g.Expect(plc.Client.Create(ctx, &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: "controlplane-access", Namespace: tenant, Labels: map[string]string{v1alpha1.LabelControlPlaneKubeconfig: "true"}},
-			Data:       map[string][]byte{KubeconfigKey: cpc.Kubeconfig},
+			Data:       map[string][]byte{owned.KubeconfigKey: cpc.Kubeconfig},
 		})).To(Succeed())
 		g.Expect(obc.Client.Create(ctx, k)).To(Succeed())
 		kros = append(kros, k)
-		owned[sharding.Owner(shardKey(client.ObjectKeyFromObject(k)), []string{"replica-a", "replica-b"})]++
+		perReplica[sharding.Owner(shardKey(client.ObjectKeyFromObject(k)), []string{"replica-a", "replica-b"})]++
 	}
 
 	// Each Kro carries the field manager of its owner, and only that one.

@@ -15,8 +15,8 @@ import (
 
 // Limits of what the status carries.
 const (
-	maxMessage       = 512
-	maxListedNames   = 10
+	maxMessage       = foreign.StatusMessageMax
+	maxListedNames   = foreign.StatusNamesMax
 	maxSummarizedErr = 256
 	maxChartVersion  = 128
 )

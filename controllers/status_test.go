@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/reach"
 )
 
 func allTrue() observation {
@@ -181,7 +182,7 @@ func TestAccessMissingSince(t *testing.T) {
 	g := NewWithT(t)
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	k := &v1alpha1.Kro{}
-	missing := &NotAvailableError{Missing: true}
+	missing := &reach.NotAvailableError{Missing: true}
 	var obs observation
 	obs.accessMissing(k, missing, t0)
 	st := computeStatus(k.Status, 1, obs, metav1.NewTime(t0))
@@ -194,7 +195,7 @@ func TestAccessMissingSince(t *testing.T) {
 	g.Expect(computeStatus(k.Status, 1, observation{}, metav1.NewTime(t0)).AccessMissingSince.Time).To(Equal(t0), "not looked at: kept")
 
 	obs = observation{}
-	obs.accessMissing(k, &NotAvailableError{Message: "does not answer"}, t0)
+	obs.accessMissing(k, &reach.NotAvailableError{Message: "does not answer"}, t0)
 	g.Expect(computeStatus(k.Status, 1, obs, metav1.NewTime(t0)).AccessMissingSince).To(BeNil(), "an access that exists is not missing")
 }
 

@@ -33,6 +33,7 @@ import (
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
 	"github.com/openmcp-project/service-provider-kro/config/crd"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
 
@@ -180,7 +181,7 @@ func prepare(ctx context.Context) error {
 func startManager(ctx context.Context, done chan<- error) error {
 	mgr, err := ctrl.NewManager(onboarding.Config, ctrl.Options{
 		Scheme:                 clusters.Scheme,
-		Cache:                  OnboardingCacheOptions(),
+		Cache:                  owned.OnboardingCacheOptions(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
@@ -316,7 +317,7 @@ func newKro(g Gomega, namespace, name, version string) *v1alpha1.Kro {
 }
 
 func tenantNamespace(g Gomega, k *v1alpha1.Kro) string {
-	ns, err := TenantNamespace(k)
+	ns, err := owned.TenantNamespace(k)
 	g.Expect(err).NotTo(HaveOccurred())
 	return ns
 }
@@ -330,7 +331,7 @@ func grantAccess(g Gomega, k *v1alpha1.Kro, cp *testenv.Cluster) {
 	g.Expect(client.IgnoreAlreadyExists(err)).To(Succeed())
 	g.Expect(platform.Client.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "controlplane-access", Namespace: ns, Labels: map[string]string{v1alpha1.LabelControlPlaneKubeconfig: "true"}},
-		Data:       map[string][]byte{KubeconfigKey: cp.Kubeconfig},
+		Data:       map[string][]byte{owned.KubeconfigKey: cp.Kubeconfig},
 	})).To(Succeed())
 }
 

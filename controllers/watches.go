@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/controllers/rollout"
 	"github.com/openmcp-project/service-provider-kro/controllers/versions"
 )
@@ -43,7 +44,7 @@ const indexTenantNamespace = "kro.tenantNamespace"
 func PlatformCacheOptions(podNamespace string) cache.Options {
 	ours := labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue})
 	return cache.Options{
-		DefaultTransform: CompactManagedFields,
+		DefaultTransform: owned.CompactManagedFields,
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Secret{}: {Namespaces: map[string]cache.Config{
 				podNamespace:        {},
@@ -61,7 +62,7 @@ func PlatformCacheOptions(podNamespace string) cache.Options {
 // watches the platform cluster and the ControlPlanes' access through their caches.
 func (r *KroReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, platform cluster.Cluster) error {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.Kro{}, indexTenantNamespace, func(o client.Object) []string {
-		ns, err := TenantNamespace(o.(*v1alpha1.Kro))
+		ns, err := owned.TenantNamespace(o.(*v1alpha1.Kro))
 		if err != nil {
 			return nil
 		}

@@ -12,6 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/reach"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 )
 
 // What a deletion removes of the WorkloadCluster placement once Flux has uninstalled kro:
@@ -24,7 +26,7 @@ import (
 // removeWorkloadLeftovers removes what the provider made for kro on the workload cluster
 // and on the ControlPlane (access, when it works). It returns waiting while the workload
 // cluster is there but cannot be reached, so that nothing is left on it.
-func (r *KroReconciler) removeWorkloadLeftovers(ctx context.Context, s *scope, access *ControlPlaneAccess) (result, error) {
+func (r *KroReconciler) removeWorkloadLeftovers(ctx context.Context, s *scope, access *reach.ControlPlaneAccess) (result, error) {
 	if s.kro.Status.Placement != v1alpha1.PlacementWorkloadCluster {
 		return proceed, nil
 	}
@@ -34,7 +36,7 @@ func (r *KroReconciler) removeWorkloadLeftovers(ctx context.Context, s *scope, a
 // leaveWorkloadCluster removes kro's service account and RBAC from the ControlPlane
 // (access, when it works) and the tenant's namespace from the workload cluster: a
 // deletion, or a move to the ControlPlane.
-func (r *KroReconciler) leaveWorkloadCluster(ctx context.Context, s *scope, access *ControlPlaneAccess) (result, error) {
+func (r *KroReconciler) leaveWorkloadCluster(ctx context.Context, s *scope, access *reach.ControlPlaneAccess) (result, error) {
 	if err := r.withdrawKroAccess(ctx, s); err != nil {
 		return proceed, err
 	}
@@ -52,7 +54,7 @@ func (r *KroReconciler) leaveWorkloadCluster(ctx context.Context, s *scope, acce
 // kubeconfig for it there is nothing to reach.
 func (r *KroReconciler) removeWorkloadNamespaceIfReachable(ctx context.Context, s *scope) (result, error) {
 	w, err := r.ControlPlanes.WorkloadCluster(ctx, s.kro, false)
-	na, notAvailable := asNotAvailable(err)
+	na, notAvailable := reach.AsNotAvailable(err)
 	switch {
 	case notAvailable && na.Connecting:
 		return undecided, nil
@@ -76,7 +78,7 @@ func (r *KroReconciler) removeWorkloadNamespaceIfReachable(ctx context.Context, 
 // workload cluster when the provider made it for this Kro. The credential goes first and
 // by itself, so that its token is not left readable in a namespace whose deletion waits
 // (for a finalizer, or with openmcp's grant of it).
-func (r *KroReconciler) removeWorkloadNamespace(ctx context.Context, s *scope, w *WorkloadClusterAccess) error {
+func (r *KroReconciler) removeWorkloadNamespace(ctx context.Context, s *scope, w *reach.WorkloadClusterAccess) error {
 	if err := deleteKroCredential(ctx, w.Cluster.GetAPIReader(), w.Cluster.GetClient(), s.kro, r.ProviderName, w.Namespace); err != nil {
 		return err
 	}
@@ -90,7 +92,7 @@ func removeNamespaceOn(ctx context.Context, reader client.Reader, c client.Clien
 	if err := reader.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if !ns.DeletionTimestamp.IsZero() || !ownedAs(ns, &corev1.Namespace{ObjectMeta: newTenantNamespace(kro, provider, name).ObjectMeta}) {
+	if !ns.DeletionTimestamp.IsZero() || !owned.As(ns, &corev1.Namespace{ObjectMeta: newTenantNamespace(kro, provider, name).ObjectMeta}) {
 		return nil
 	}
 	err := c.Delete(ctx, ns, client.Preconditions{UID: &ns.UID})
@@ -102,8 +104,8 @@ func removeNamespaceOn(ctx context.Context, reader client.Reader, c client.Clien
 
 // removeKroOnControlPlane deletes kro's service account (its tokens stop working first)
 // and the RBAC that the provider put on the ControlPlane for this Kro.
-func (r *KroReconciler) removeKroOnControlPlane(ctx context.Context, s *scope, access *ControlPlaneAccess) error {
-	if err := deleteProviders(ctx, access.Reader, access.Client, kroServiceAccount, &corev1.ServiceAccount{}); err != nil {
+func (r *KroReconciler) removeKroOnControlPlane(ctx context.Context, s *scope, access *reach.ControlPlaneAccess) error {
+	if err := owned.DeleteProviders(ctx, access.Reader, access.Client, kroServiceAccount, &corev1.ServiceAccount{}); err != nil {
 		return fmt.Errorf("deleting ServiceAccount %s on the ControlPlane: %w", kroServiceAccount, err)
 	}
 	for _, list := range []client.ObjectList{&rbacv1.ClusterRoleBindingList{}, &rbacv1.ClusterRoleList{}} {
@@ -132,7 +134,7 @@ func deleteKroCredential(ctx context.Context, reader client.Reader, c client.Cli
 	if err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: KroCredentialSecretName}, secret); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if !secret.DeletionTimestamp.IsZero() || !ownedAs(secret, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Labels: ownerLabels(kro, provider, v1alpha1.RoleKroCredential)}}) {
+	if !secret.DeletionTimestamp.IsZero() || !owned.As(secret, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Labels: owned.Labels(kro, provider, v1alpha1.RoleKroCredential)}}) {
 		return nil
 	}
 	if err := c.Delete(ctx, secret, client.Preconditions{UID: &secret.UID}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {

@@ -23,6 +23,8 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
+	"github.com/openmcp-project/service-provider-kro/controllers/reach"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
 
@@ -70,7 +72,7 @@ func TestKroCredentialFromGrant(t *testing.T) {
 	g.Expect(secret.Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationTokenIssued, issued.Format(time.RFC3339)))
 	g.Expect(secret.Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationTokenExpires, req.Status.ExpirationTimestamp.UTC().Format(time.RFC3339)))
 	g.Expect(secret.Data[KroCredentialCAKey]).To(Equal(cp.Config.CAData))
-	g.Expect(bytes.Contains(secret.Data[KubeconfigKey], []byte(req.Status.Token))).To(BeFalse(), "the kubeconfig only names the token file")
+	g.Expect(bytes.Contains(secret.Data[owned.KubeconfigKey], []byte(req.Status.Token))).To(BeFalse(), "the kubeconfig only names the token file")
 	cfg, err := clientcmd.BuildConfigFromFlags("", writeCredentialFiles(g, t.TempDir(), secret.Data))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(whoAmI(ctx, cfg)).To(Equal("system:serviceaccount:default:granted-kro"))
@@ -112,7 +114,7 @@ func TestOpenMCPWorkloadRequests(t *testing.T) {
 	key := types.NamespacedName{Namespace: "team-a", Name: "tenant"}
 	tenant, err := clusters.TenantNamespace(key)
 	g.Expect(err).NotTo(HaveOccurred())
-	ns, err := WorkloadNamespace(key)
+	ns, err := reach.WorkloadNamespace(key)
 	g.Expect(err).NotTo(HaveOccurred())
 
 	cr, err := clusters.NewWorkloadClusterRequest(providerName, key)
@@ -146,17 +148,17 @@ func TestOpenMCPWorkloadRequests(t *testing.T) {
 	pf := cs[0]
 	g.Expect(pf.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenant}})).To(Succeed())
 	for _, o := range []client.Object{cr, ar, kroAR} {
-		g.Expect(apply(ctx, pf.Client, o)).To(Succeed(), "%s %s", o.GetObjectKind().GroupVersionKind().Kind, o.GetName())
+		g.Expect(owned.Apply(ctx, pf.Client, o)).To(Succeed(), "%s %s", o.GetObjectKind().GroupVersionKind().Kind, o.GetName())
 	}
 	t.Run("kro's roles may change, its ControlPlane may not", func(t *testing.T) {
 		g := NewWithT(t)
 		changed, err := clusters.NewKroAccessRequest(providerName, key, []string{"kro:controller"})
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(apply(ctx, pf.Client, changed)).To(Succeed())
+		g.Expect(owned.Apply(ctx, pf.Client, changed)).To(Succeed())
 		moved, err := clusters.NewKroAccessRequest(providerName, key, []string{"kro:controller"})
 		g.Expect(err).NotTo(HaveOccurred())
 		moved.Spec.RequestRef.Name = "elsewhere"
-		g.Expect(apply(ctx, pf.Client, moved)).To(MatchError(ContainSubstring("requestRef is immutable")))
+		g.Expect(owned.Apply(ctx, pf.Client, moved)).To(MatchError(ContainSubstring("requestRef is immutable")))
 	})
 	t.Run("the ClusterRequest is withdrawn only once openmcp has finalized the AccessRequest", func(t *testing.T) {
 		g := NewWithT(t)
@@ -168,7 +170,7 @@ func TestOpenMCPWorkloadRequests(t *testing.T) {
 		g.Expect(pf.Client.Update(ctx, held)).To(Succeed())
 		c := withdrawingControlPlanes(t, pf)
 		withdrawn := func() bool {
-			done, err := c.withdrawWorkloadCluster(ctx, key)
+			done, err := c.WithdrawWorkloadCluster(ctx, key)
 			g.Expect(err).NotTo(HaveOccurred())
 			return done
 		}
@@ -195,16 +197,16 @@ func TestOpenMCPWorkloadRequests(t *testing.T) {
 
 // withdrawingControlPlanes is the openmcp side of engagedControlPlanes on the platform
 // cluster pf, with a started access cache: enough to withdraw requests.
-func withdrawingControlPlanes(t *testing.T, pf *testenv.Cluster) *engagedControlPlanes {
+func withdrawingControlPlanes(t *testing.T, pf *testenv.Cluster) *reach.Engaged {
 	t.Helper()
 	g := NewWithT(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	cl, err := cluster.New(pf.Config, func(o *cluster.Options) { o.Scheme = clusters.Scheme })
 	g.Expect(err).NotTo(HaveOccurred())
-	kubeconfigs, err := accessCache(cl, AccessOpenMCP, providerName)
+	kubeconfigs, err := reach.AccessCache(cl, reach.AccessOpenMCP, providerName)
 	g.Expect(err).NotTo(HaveOccurred())
 	go func() { _ = kubeconfigs.Start(ctx) }()
 	g.Expect(kubeconfigs.WaitForCacheSync(ctx)).To(BeTrue())
-	return &engagedControlPlanes{mode: AccessOpenMCP, providerName: providerName, platform: pf.Client, kubeconfigs: kubeconfigs}
+	return &reach.Engaged{Mode: reach.AccessOpenMCP, ProviderName: providerName, Platform: pf.Client, Kubeconfigs: kubeconfigs}
 }

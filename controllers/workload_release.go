@@ -7,8 +7,11 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/kustomize"
 	"github.com/fluxcd/pkg/apis/meta"
-	"github.com/openmcp-project/service-provider-kro/controllers/versions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	"github.com/openmcp-project/service-provider-kro/controllers/reach"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
+	"github.com/openmcp-project/service-provider-kro/controllers/versions"
 )
 
 // How kro's release is shaped on a workload cluster:
@@ -37,7 +40,7 @@ const (
 // placeOnWorkloadCluster turns the HelmRelease of kro into one that installs kro into
 // the tenant's namespace on the workload cluster. chartHasExtras says whether the chart
 // has the deployment.extraEnv, extraVolumes and extraVolumeMounts values.
-func placeOnWorkloadCluster(hr *helmv2.HelmRelease, w *WorkloadClusterAccess, chartHasExtras bool) error {
+func placeOnWorkloadCluster(hr *helmv2.HelmRelease, w *reach.WorkloadClusterAccess, chartHasExtras bool) error {
 	hr.Spec.KubeConfig = &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: w.Kubeconfig.Name, Key: w.Kubeconfig.Key}}
 	hr.Spec.ReleaseName = w.Namespace
 	hr.Spec.TargetNamespace = w.Namespace
@@ -86,7 +89,7 @@ spec:
       - name: ` + kroContainer + `
         env:
         - name: KUBECONFIG
-          value: ` + kroAccessMountPath + "/" + KubeconfigKey + `
+          value: ` + kroAccessMountPath + "/" + owned.KubeconfigKey + `
         volumeMounts:
         - name: ` + kroAccessVolume + `
           mountPath: ` + kroAccessMountPath + `
@@ -101,9 +104,9 @@ func workloadValues(values *apiextensionsv1.JSON, chartHasExtras bool) (*apiexte
 		return nil, err
 	}
 	set(v, false, "serviceAccount", "automount")
-	set(v, KroNamespace, "config", "leaderElectionNamespace")
+	set(v, owned.KroNamespace, "config", "leaderElectionNamespace")
 	if chartHasExtras {
-		appendTo(v, map[string]any{"name": "KUBECONFIG", "value": kroAccessMountPath + "/" + KubeconfigKey}, "deployment", "extraEnv")
+		appendTo(v, map[string]any{"name": "KUBECONFIG", "value": kroAccessMountPath + "/" + owned.KubeconfigKey}, "deployment", "extraEnv")
 		appendTo(v, map[string]any{"name": kroAccessVolume, "secret": map[string]any{"secretName": KroCredentialSecretName}}, "deployment", "extraVolumes")
 		appendTo(v, map[string]any{"name": kroAccessVolume, "mountPath": kroAccessMountPath, "readOnly": true}, "deployment", "extraVolumeMounts")
 	}

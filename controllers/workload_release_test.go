@@ -13,6 +13,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/reach"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/controllers/rollout"
 )
 
@@ -22,10 +24,10 @@ func workloadTestRelease(g Gomega, values string, extras bool) (*helmv2.HelmRele
 	if values != "" {
 		v.HelmValues = &apiextensionsv1.JSON{Raw: []byte(values)}
 	}
-	hr := newHelmRelease(kro, "kro", "mcp--tenant", v, SecretKey{Name: "cp-kubeconfig", Key: KubeconfigKey}, 0)
-	ns, err := WorkloadNamespace(types.NamespacedName{Namespace: "project-a", Name: "cp-1"})
+	hr := newHelmRelease(kro, "kro", "mcp--tenant", v, reach.SecretKey{Name: "cp-kubeconfig", Key: owned.KubeconfigKey}, 0)
+	ns, err := reach.WorkloadNamespace(types.NamespacedName{Namespace: "project-a", Name: "cp-1"})
 	g.Expect(err).NotTo(HaveOccurred())
-	w := &WorkloadClusterAccess{Kubeconfig: SecretKey{Name: "workload", Key: KubeconfigKey}, Namespace: ns}
+	w := &reach.WorkloadClusterAccess{Kubeconfig: reach.SecretKey{Name: "workload", Key: owned.KubeconfigKey}, Namespace: ns}
 	g.Expect(placeOnWorkloadCluster(hr, w, extras)).To(Succeed())
 	out := map[string]any{}
 	g.Expect(json.Unmarshal(hr.Spec.Values.Raw, &out)).To(Succeed())
@@ -46,7 +48,7 @@ func TestWorkloadReleaseTargetsTheTenantsNamespace(t *testing.T) {
 
 	other, _ := workloadTestRelease(g, "", true)
 	g.Expect(other.Spec.TargetNamespace).To(Equal(ns), "stable")
-	b, err := WorkloadNamespace(types.NamespacedName{Namespace: "project-b", Name: "cp-1"})
+	b, err := reach.WorkloadNamespace(types.NamespacedName{Namespace: "project-b", Name: "cp-1"})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(b).NotTo(Equal(ns), "two tenants never share a namespace")
 }
@@ -78,7 +80,7 @@ func TestWorkloadValuesKeepThePlatformTeamsValues(t *testing.T) {
 	g.Expect(dep["extraVolumeMounts"]).To(ConsistOf(map[string]any{"name": kroAccessVolume, "mountPath": kroAccessMountPath, "readOnly": true}))
 	cfg := v["config"].(map[string]any)
 	g.Expect(cfg["logLevel"]).To(Equal("debug"))
-	g.Expect(cfg["leaderElectionNamespace"]).To(Equal(KroNamespace), "kro's lease lives on the ControlPlane")
+	g.Expect(cfg["leaderElectionNamespace"]).To(Equal(owned.KroNamespace), "kro's lease lives on the ControlPlane")
 	g.Expect(v["serviceAccount"]).To(HaveKeyWithValue("automount", false), "no token for the workload cluster in kro's pod")
 }
 

@@ -15,6 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/reach"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 )
 
 // TestForeignKroCredentialIsAConflict: a secret named kro-controlplane-access in the
@@ -26,12 +28,12 @@ func TestForeignKroCredentialIsAConflict(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t, g)
 	const name = "cp-foreign-cred"
-	workloadNS, err := WorkloadNamespace(types.NamespacedName{Namespace: ns, Name: name})
+	workloadNS, err := reach.WorkloadNamespace(types.NamespacedName{Namespace: ns, Name: name})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(bareControlPlane.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: workloadNS}})).To(Succeed())
 	foreign := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: workloadNS, Name: KroCredentialSecretName, Labels: map[string]string{"owner": "someone"}},
-		Data:       map[string][]byte{KubeconfigKey: []byte("theirs")},
+		Data:       map[string][]byte{owned.KubeconfigKey: []byte("theirs")},
 	}
 	g.Expect(bareControlPlane.Client.Create(ctx, foreign)).To(Succeed())
 	untouched := func(g Gomega) {
@@ -70,7 +72,7 @@ func TestWorkloadKubeconfigIsChosenByName(t *testing.T) {
 	for _, secret := range []string{"z-workload", "a-workload"} {
 		g.Expect(platform.Client.Create(ctx, &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: secret, Namespace: tenant, Labels: map[string]string{v1alpha1.LabelWorkloadClusterKubeconfig: "true"}},
-			Data:       map[string][]byte{KubeconfigKey: bareControlPlane.Kubeconfig},
+			Data:       map[string][]byte{owned.KubeconfigKey: bareControlPlane.Kubeconfig},
 		})).To(Succeed())
 	}
 	k, _ := placeWorkloadKro(t, g, ns, name) // adds workload-access, between the two
@@ -122,7 +124,7 @@ func TestWorkloadClusterSwitchCleansUpTheFirst(t *testing.T) {
 
 	g.Expect(platform.Client.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "a-workload", Namespace: tenant, Labels: map[string]string{v1alpha1.LabelWorkloadClusterKubeconfig: "true"}},
-		Data:       map[string][]byte{KubeconfigKey: second.Kubeconfig},
+		Data:       map[string][]byte{owned.KubeconfigKey: second.Kubeconfig},
 	})).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		hr := getHelmRelease(g, k)
@@ -174,7 +176,7 @@ func TestDeletionReachesTheWorkloadClusterKroRunsOn(t *testing.T) {
 	second := startControlPlane(t, g, "workload-3", false)
 	g.Expect(platform.Client.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "a-workload", Namespace: tenant, Labels: map[string]string{v1alpha1.LabelWorkloadClusterKubeconfig: "true"}},
-		Data:       map[string][]byte{KubeconfigKey: second.Kubeconfig},
+		Data:       map[string][]byte{owned.KubeconfigKey: second.Kubeconfig},
 	})).To(Succeed())
 	g.Consistently(func(g Gomega) {
 		g.Expect(getHelmRelease(g, k).Spec.KubeConfig.SecretRef.Name).To(Equal("workload-access"))

@@ -14,6 +14,8 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
+	"github.com/openmcp-project/service-provider-kro/controllers/reach"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 )
 
 // A switch of the workload cluster (standalone): the labelled kubeconfig secret chosen
@@ -35,9 +37,9 @@ const oldClusterTimeout = 10 * time.Second
 
 // switchWorkloadCluster leaves the workload cluster kro runs on when another one is
 // chosen (w); proceed when there is no such switch.
-func (r *KroReconciler) switchWorkloadCluster(ctx context.Context, s *scope, w *WorkloadClusterAccess) (result, error) {
+func (r *KroReconciler) switchWorkloadCluster(ctx context.Context, s *scope, w *reach.WorkloadClusterAccess) (result, error) {
 	hr := s.placedRelease
-	if r.AccessMode == AccessOpenMCP || hr == nil || releasePlacement(hr) != v1alpha1.PlacementWorkloadCluster ||
+	if r.AccessMode == reach.AccessOpenMCP || hr == nil || releasePlacement(hr) != v1alpha1.PlacementWorkloadCluster ||
 		hr.Spec.KubeConfig == nil || hr.Spec.KubeConfig.SecretRef == nil || hr.Spec.KubeConfig.SecretRef.Name == w.Kubeconfig.Name {
 		return proceed, nil
 	}
@@ -87,7 +89,7 @@ func (r *KroReconciler) leaveOldWorkloadCluster(ctx context.Context, s *scope, h
 	}
 	key := ref.Key
 	if key == "" {
-		key = KubeconfigKey
+		key = owned.KubeconfigKey
 	}
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(secret.Data[key])
 	if err != nil {
@@ -122,12 +124,12 @@ func (r *KroReconciler) suspendRelease(ctx context.Context, hr *helmv2.HelmRelea
 // cluster is chosen meanwhile (a reconcile that stopped early never switched): the
 // clean-up after the uninstall reaches only the chosen one.
 func (r *KroReconciler) leaveSwitchedWorkloadCluster(ctx context.Context, s *scope, hr *helmv2.HelmRelease) (result, error) {
-	if r.AccessMode == AccessOpenMCP || releasePlacement(hr) != v1alpha1.PlacementWorkloadCluster ||
+	if r.AccessMode == reach.AccessOpenMCP || releasePlacement(hr) != v1alpha1.PlacementWorkloadCluster ||
 		hr.Spec.KubeConfig == nil || hr.Spec.KubeConfig.SecretRef == nil {
 		return proceed, nil
 	}
 	w, err := r.ControlPlanes.WorkloadCluster(ctx, s.kro, false)
-	if na, ok := asNotAvailable(err); ok {
+	if na, ok := reach.AsNotAvailable(err); ok {
 		if na.Connecting {
 			return undecided, nil
 		}

@@ -22,6 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/reach"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
 
@@ -78,14 +80,14 @@ func TestWorkloadPlacement(t *testing.T) {
 
 	g.Expect(platform.Client.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "workload-access", Namespace: tenant, Labels: map[string]string{v1alpha1.LabelWorkloadClusterKubeconfig: "true"}},
-		Data:       map[string][]byte{KubeconfigKey: bareControlPlane.Kubeconfig},
+		Data:       map[string][]byte{owned.KubeconfigKey: bareControlPlane.Kubeconfig},
 	})).To(Succeed())
 	eventuallyCondition(g, k, v1alpha1.ConditionWorkloadClusterReady, metav1.ConditionFalse, v1alpha1.ReasonReconciling, "waiting for source-controller")
-	workloadNS, err := WorkloadNamespace(client.ObjectKeyFromObject(k))
+	workloadNS, err := reach.WorkloadNamespace(client.ObjectKeyFromObject(k))
 	g.Expect(err).NotTo(HaveOccurred())
 	copied := &corev1.Secret{}
 	g.Expect(bareControlPlane.Client.Get(ctx, client.ObjectKey{Namespace: workloadNS, Name: imageSecret}, copied)).To(Succeed(), "the image pull secret goes where kro runs")
-	g.Expect(apierrors.IsNotFound(controlPlane.Client.Get(ctx, client.ObjectKey{Namespace: KroNamespace, Name: imageSecret}, &corev1.Secret{}))).To(BeTrue())
+	g.Expect(apierrors.IsNotFound(controlPlane.Client.Get(ctx, client.ObjectKey{Namespace: owned.KroNamespace, Name: imageSecret}, &corev1.Secret{}))).To(BeTrue())
 
 	url, digest := serveKroChart(t, g)
 	playArtifact(g, k, url, digest)
@@ -95,8 +97,8 @@ func TestWorkloadPlacement(t *testing.T) {
 	var roles rbacv1.ClusterRoleBindingList
 	g.Expect(controlPlane.Client.List(ctx, &roles, client.MatchingLabels{v1alpha1.LabelRole: v1alpha1.RoleKroParts, v1alpha1.LabelKroNamespace: ns})).To(Succeed())
 	g.Expect(roles.Items).To(HaveLen(1))
-	g.Expect(roles.Items[0].Subjects).To(ConsistOf(rbacv1.Subject{Kind: "ServiceAccount", Name: KroServiceAccountName, Namespace: KroNamespace}))
-	g.Expect(controlPlane.Client.Get(ctx, client.ObjectKey{Namespace: KroNamespace, Name: KroServiceAccountName}, &corev1.ServiceAccount{})).To(Succeed())
+	g.Expect(roles.Items[0].Subjects).To(ConsistOf(rbacv1.Subject{Kind: "ServiceAccount", Name: KroServiceAccountName, Namespace: owned.KroNamespace}))
+	g.Expect(controlPlane.Client.Get(ctx, client.ObjectKey{Namespace: owned.KroNamespace, Name: KroServiceAccountName}, &corev1.ServiceAccount{})).To(Succeed())
 	credential := &corev1.Secret{}
 	g.Expect(bareControlPlane.Client.Get(ctx, client.ObjectKey{Namespace: workloadNS, Name: KroCredentialSecretName}, credential)).To(Succeed())
 	g.Expect(credential.Data).To(HaveKey("token"))
@@ -110,7 +112,7 @@ func TestWorkloadPlacement(t *testing.T) {
 	fluxReady(g, getOCIRepository(g, k), metav1.ConditionTrue, "stored artifact")
 	fluxReady(g, getHelmRelease(g, k), metav1.ConditionTrue, "Helm install succeeded")
 	got = eventuallyCondition(g, k, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess)
-	g.Expect(got.Status.ManagedResources).To(ContainElement(HaveField("Cluster", workloadClusterLabel)))
+	g.Expect(got.Status.ManagedResources).To(ContainElement(HaveField("Cluster", reach.WorkloadClusterLabel)))
 
 	t.Log("a change of the version's placement moves kro: uninstalled from the workload cluster, then installed on the ControlPlane")
 	oldHR := getHelmRelease(g, k)
@@ -119,11 +121,11 @@ func TestWorkloadPlacement(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		hr := getHelmRelease(g, k)
 		g.Expect(hr.UID).NotTo(Equal(oldHR.UID), "a new HelmRelease, once the old one is gone")
-		g.Expect(hr.Spec.TargetNamespace).To(Equal(KroNamespace))
-		g.Expect(hr.Spec.ReleaseName).To(Equal(ReleaseName))
+		g.Expect(hr.Spec.TargetNamespace).To(Equal(owned.KroNamespace))
+		g.Expect(hr.Spec.ReleaseName).To(Equal(owned.ReleaseName))
 		g.Expect(hr.Spec.KubeConfig.SecretRef.Name).To(Equal("controlplane-access"))
 	}, timeout, interval).Should(Succeed())
-	g.Expect(apierrors.IsNotFound(controlPlane.Client.Get(ctx, client.ObjectKey{Namespace: KroNamespace, Name: KroServiceAccountName}, &corev1.ServiceAccount{}))).To(BeTrue(),
+	g.Expect(apierrors.IsNotFound(controlPlane.Client.Get(ctx, client.ObjectKey{Namespace: owned.KroNamespace, Name: KroServiceAccountName}, &corev1.ServiceAccount{}))).To(BeTrue(),
 		"kro's ServiceAccount of the workload placement is gone before the chart's own is installed")
 	g.Expect(controlPlane.Client.List(ctx, &roles, client.MatchingLabels{v1alpha1.LabelRole: v1alpha1.RoleKroParts, v1alpha1.LabelKroNamespace: ns})).To(Succeed())
 	g.Expect(roles.Items).To(BeEmpty())
@@ -131,7 +133,7 @@ func TestWorkloadPlacement(t *testing.T) {
 	fluxReady(g, getHelmRelease(g, k), metav1.ConditionTrue, "Helm install succeeded")
 	got = eventuallyCondition(g, k, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess)
 	g.Expect(got.Status.Placement).To(Equal(v1alpha1.PlacementControlPlane))
-	g.Expect(controlPlane.Client.Get(ctx, client.ObjectKey{Namespace: KroNamespace, Name: imageSecret}, &corev1.Secret{})).To(Succeed())
+	g.Expect(controlPlane.Client.Get(ctx, client.ObjectKey{Namespace: owned.KroNamespace, Name: imageSecret}, &corev1.Secret{})).To(Succeed())
 
 	t.Log("and back: the image pull secret copy leaves kro-system on the ControlPlane")
 	wl.Placement = v1alpha1.PlacementWorkloadCluster
@@ -139,7 +141,7 @@ func TestWorkloadPlacement(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		g.Expect(getHelmRelease(g, k).Spec.TargetNamespace).To(Equal(workloadNS))
 	}, timeout, interval).Should(Succeed())
-	g.Expect(apierrors.IsNotFound(controlPlane.Client.Get(ctx, client.ObjectKey{Namespace: KroNamespace, Name: imageSecret}, &corev1.Secret{}))).To(BeTrue())
+	g.Expect(apierrors.IsNotFound(controlPlane.Client.Get(ctx, client.ObjectKey{Namespace: owned.KroNamespace, Name: imageSecret}, &corev1.Secret{}))).To(BeTrue())
 	fluxReady(g, getHelmRelease(g, k), metav1.ConditionTrue, "Helm install succeeded")
 	got = eventuallyCondition(g, k, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess)
 	g.Expect(got.Status.Placement).To(Equal(v1alpha1.PlacementWorkloadCluster))
@@ -147,7 +149,7 @@ func TestWorkloadPlacement(t *testing.T) {
 	t.Log("the deletion removes kro's service account and RBAC from the ControlPlane and its namespace from the workload cluster; kro's CRDs stay")
 	g.Expect(onboarding.Client.Delete(ctx, k)).To(Succeed())
 	eventuallyGone(g, onboarding.Client, k)
-	g.Expect(apierrors.IsNotFound(controlPlane.Client.Get(ctx, client.ObjectKey{Namespace: KroNamespace, Name: KroServiceAccountName}, &corev1.ServiceAccount{}))).To(BeTrue())
+	g.Expect(apierrors.IsNotFound(controlPlane.Client.Get(ctx, client.ObjectKey{Namespace: owned.KroNamespace, Name: KroServiceAccountName}, &corev1.ServiceAccount{}))).To(BeTrue())
 	g.Expect(controlPlane.Client.List(ctx, &roles, client.MatchingLabels{v1alpha1.LabelRole: v1alpha1.RoleKroParts, v1alpha1.LabelKroNamespace: ns})).To(Succeed())
 	g.Expect(roles.Items).To(BeEmpty())
 	var crs rbacv1.ClusterRoleList

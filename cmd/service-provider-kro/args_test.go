@@ -12,7 +12,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"k8s.io/utils/ptr"
 
-	"github.com/openmcp-project/service-provider-kro/controllers"
+	"github.com/openmcp-project/service-provider-kro/controllers/reach"
 )
 
 // openmcpInitArgs and openmcpRunArgs build the container args exactly as
@@ -78,7 +78,7 @@ func TestOpenMCPArguments(t *testing.T) {
 					o, err := parseRun(runArgs[1:], &stderr)
 					g.Expect(err).NotTo(HaveOccurred(), "%v: %s", runArgs, stderr.String())
 					g.Expect(o.underOpenMCP()).To(BeTrue(), "the onboarding cluster is requested from openmcp")
-					g.Expect(o.controlPlaneAccess()).To(Equal(controllers.AccessOpenMCP))
+					g.Expect(o.controlPlaneAccess()).To(Equal(reach.AccessOpenMCP))
 					g.Expect(o.podNamespace).To(Equal("openmcp-system"))
 					g.Expect(o.leaderElectionNS).To(Equal("openmcp-system"))
 					g.Expect(o.leaderElect).To(Equal(replicas > 1))
@@ -116,7 +116,7 @@ func TestCustomCommandsKeepTheirFlags(t *testing.T) {
 	o, err := parseRun(args[1:], &bytes.Buffer{})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(o.concurrency).To(Equal(20))
-	g.Expect(o.controlPlaneAccess()).To(Equal(controllers.AccessStandalone), "an explicit choice wins over openmcp's default")
+	g.Expect(o.controlPlaneAccess()).To(Equal(reach.AccessStandalone), "an explicit choice wins over openmcp's default")
 	g.Expect(o.providerName).To(Equal("kro-test"))
 	g.Expect(o.leaderElect).To(BeTrue())
 }
@@ -160,7 +160,7 @@ func TestStandaloneIsNotOpenMCP(t *testing.T) {
 		o, err := parseRun(args, &bytes.Buffer{})
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(o.underOpenMCP()).To(BeFalse(), "%v", args)
-		g.Expect(o.controlPlaneAccess()).To(Equal(controllers.AccessStandalone), "%v", args)
+		g.Expect(o.controlPlaneAccess()).To(Equal(reach.AccessStandalone), "%v", args)
 	}
 	o, err := parseRun([]string{"--pod-namespace=p"}, &bytes.Buffer{})
 	g.Expect(err).NotTo(HaveOccurred())

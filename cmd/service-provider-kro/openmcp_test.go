@@ -25,7 +25,7 @@ import (
 	"github.com/openmcp-project/service-provider-kro/clusters"
 	"github.com/openmcp-project/service-provider-kro/config"
 	"github.com/openmcp-project/service-provider-kro/config/rbac"
-	"github.com/openmcp-project/service-provider-kro/controllers"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
 
@@ -118,7 +118,7 @@ func TestUnderOpenMCP(t *testing.T) {
 		g.Eventually(engaged, 10*time.Second, rbacInterval).Should(BeNumerically(">", before), "the rotated secret re-engages the ControlPlane")
 		t.Logf("ControlPlane access rotated → re-engaged: %s", time.Since(rotated).Round(time.Millisecond))
 		openmcp.revoke(g, e.controlPlane, "controlplane-access", 1)
-		copyKey := client.ObjectKey{Namespace: controllers.KroNamespace, Name: rbacPullSecret}
+		copyKey := client.ObjectKey{Namespace: owned.KroNamespace, Name: rbacPullSecret}
 		g.Eventually(func(g Gomega) {
 			s := &corev1.Secret{}
 			g.Expect(e.controlPlane.Client.Get(ctx, copyKey, s)).To(Succeed())

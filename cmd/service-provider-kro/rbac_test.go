@@ -34,7 +34,8 @@ import (
 	"github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
 	"github.com/openmcp-project/service-provider-kro/config"
-	"github.com/openmcp-project/service-provider-kro/controllers"
+	"github.com/openmcp-project/service-provider-kro/controllers/reach"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
 
@@ -73,7 +74,7 @@ func TestRunWithGeneratedRBAC(t *testing.T) {
 		// tenant namespace, labelled for the provider.
 		g.Expect(e.platform.Client.Create(context.Background(), &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: "controlplane-access", Namespace: tenant, Labels: map[string]string{v1alpha1.LabelControlPlaneKubeconfig: "true"}},
-			Data:       map[string][]byte{controllers.KubeconfigKey: e.controlPlane.Kubeconfig},
+			Data:       map[string][]byte{owned.KubeconfigKey: e.controlPlane.Kubeconfig},
 		})).To(Succeed())
 	}, nil, nil)
 }
@@ -93,7 +94,7 @@ func TestOpenMCPModeWithGeneratedRBAC(t *testing.T) {
 	args := []string{"run",
 		"--onboarding-kubeconfig", e.kubeconfigFile(t, config.OnboardingOverlay),
 		"--platform-kubeconfig", e.kubeconfigFile(t, config.PlatformOverlay),
-		"--controlplane-access", string(controllers.AccessOpenMCP),
+		"--controlplane-access", string(reach.AccessOpenMCP),
 		"--provider-name", rbacProvider,
 		"--pod-namespace", config.Namespace,
 		"--leader-elect", "--leader-election-namespace", config.Namespace,
@@ -343,7 +344,7 @@ func (e *rbacEnv) lifecycle(t *testing.T, stopProvider func(), grant func(Gomega
 	g.Expect(e.onboarding.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "project-a"}})).To(Succeed())
 	kro := &v1alpha1.Kro{ObjectMeta: metav1.ObjectMeta{Name: "cp-1", Namespace: "project-a"}, Spec: v1alpha1.KroSpec{Version: "v0.9.4"}}
 	g.Expect(e.onboarding.Client.Create(ctx, kro)).To(Succeed())
-	tenant, err := controllers.TenantNamespace(kro)
+	tenant, err := owned.TenantNamespace(kro)
 	g.Expect(err).NotTo(HaveOccurred())
 	fluxKey := client.ObjectKey{Namespace: tenant, Name: rbacProvider}
 	chartCopies := func(g Gomega) []corev1.Secret {
@@ -357,7 +358,7 @@ func (e *rbacEnv) lifecycle(t *testing.T, stopProvider func(), grant func(Gomega
 	}, rbacTimeout, rbacInterval).Should(Succeed(), "tenant namespace and chart pull secret copy")
 
 	grant(g, tenant)
-	imageCopy := client.ObjectKey{Namespace: controllers.KroNamespace, Name: rbacPullSecret}
+	imageCopy := client.ObjectKey{Namespace: owned.KroNamespace, Name: rbacPullSecret}
 	g.Eventually(func(g Gomega) {
 		g.Expect(e.controlPlane.Client.Get(ctx, imageCopy, &corev1.Secret{})).To(Succeed())
 		g.Expect(e.platform.Client.Get(ctx, fluxKey, &sourcev1.OCIRepository{})).To(Succeed())

@@ -23,6 +23,8 @@ import (
 	"github.com/openmcp-project/service-provider-kro/clusters"
 	"github.com/openmcp-project/service-provider-kro/config/rbac"
 	"github.com/openmcp-project/service-provider-kro/controllers"
+	"github.com/openmcp-project/service-provider-kro/controllers/reach"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/providers/sharding"
 )
 
@@ -106,8 +108,8 @@ func parseRun(args []string, stderr io.Writer) (*runOptions, error) {
 	if o.leaderElect && o.leaderElectionNS == "" {
 		return nil, fmt.Errorf("--leader-elect needs --leader-election-namespace or $POD_NAMESPACE")
 	}
-	if a := controllers.AccessMode(o.access); a != "" && a != controllers.AccessStandalone && a != controllers.AccessOpenMCP {
-		return nil, fmt.Errorf("--controlplane-access=%s: want %s or %s", a, controllers.AccessStandalone, controllers.AccessOpenMCP)
+	if a := reach.AccessMode(o.access); a != "" && a != reach.AccessStandalone && a != reach.AccessOpenMCP {
+		return nil, fmt.Errorf("--controlplane-access=%s: want %s or %s", a, reach.AccessStandalone, reach.AccessOpenMCP)
 	}
 	return o, nil
 }
@@ -129,14 +131,14 @@ func (o *runOptions) shardLeaseName() string {
 
 // controlPlaneAccess is --controlplane-access, or its default: openmcp's AccessRequests
 // when openmcp grants the onboarding cluster too, labelled secrets otherwise.
-func (o *runOptions) controlPlaneAccess() controllers.AccessMode {
+func (o *runOptions) controlPlaneAccess() reach.AccessMode {
 	switch {
 	case o.access != "":
-		return controllers.AccessMode(o.access)
+		return reach.AccessMode(o.access)
 	case o.underOpenMCP():
-		return controllers.AccessOpenMCP
+		return reach.AccessOpenMCP
 	default:
-		return controllers.AccessStandalone
+		return reach.AccessStandalone
 	}
 }
 
@@ -184,7 +186,7 @@ func runManager(ctx context.Context, args []string, stderr io.Writer) error {
 
 	mgr, err := ctrl.NewManager(onboarding, ctrl.Options{
 		Scheme:                  clusters.Scheme,
-		Cache:                   controllers.OnboardingCacheOptions(),
+		Cache:                   owned.OnboardingCacheOptions(),
 		Metrics:                 o.metricsOptions(platform),
 		HealthProbeBindAddress:  o.probeAddr,
 		PprofBindAddress:        o.pprofAddr,
@@ -314,7 +316,7 @@ func (nonLeader) NeedLeaderElection() bool          { return false }
 
 var _ manager.LeaderElectionRunnable = nonLeader(nil)
 
-func logStart(log logr.Logger, o *runOptions, access controllers.AccessMode) {
+func logStart(log logr.Logger, o *runOptions, access reach.AccessMode) {
 	log.Info("starting service-provider-kro", "provider", o.providerName, "environment", o.claimEnvironment(),
 		"podNamespace", o.podNamespace, "controlPlaneAccess", access, "leaderElection", o.leaderElect, "sharding", o.sharding, "shardID", o.shardID,
 		"metricsSecure", o.metricsSecure)

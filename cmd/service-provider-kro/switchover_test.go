@@ -18,7 +18,7 @@ import (
 	"github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
 	"github.com/openmcp-project/service-provider-kro/config/crd"
-	"github.com/openmcp-project/service-provider-kro/controllers"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
 
@@ -104,12 +104,12 @@ func TestSwitchOverFromAnEarlierProvider(t *testing.T) {
 	g.Expect(platform.Client.Create(ctx, namespace("kro-provider"))).To(Succeed())
 	runProvider(t, []string{"run", "--onboarding-kubeconfig", obPath, "--platform-kubeconfig", pfPath,
 		"--pod-namespace", "kro-provider", "--metrics-bind-address", "0", "--health-probe-bind-address", "0"})
-	tenant, err := controllers.TenantNamespace(kro)
+	tenant, err := owned.TenantNamespace(kro)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func() error { return platform.Client.Get(ctx, client.ObjectKey{Name: tenant}, namespace(tenant)) }, rbacTimeout, rbacInterval).Should(Succeed())
 	g.Expect(platform.Client.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "controlplane-access", Namespace: tenant, Labels: map[string]string{v1alpha1.LabelControlPlaneKubeconfig: "true"}},
-		Data:       map[string][]byte{controllers.KubeconfigKey: cp.Kubeconfig},
+		Data:       map[string][]byte{owned.KubeconfigKey: cp.Kubeconfig},
 	})).To(Succeed())
 	fluxKey := client.ObjectKey{Namespace: tenant, Name: rbacProvider}
 	setReady(ctx, g, platform.Client, &sourcev1.OCIRepository{}, fluxKey)

@@ -41,6 +41,14 @@ const (
 	ListFew = 5
 )
 
+// Limits the provider sets itself on what a status carries, to keep it readable.
+const (
+	// StatusMessageMax is the length of a condition message the provider writes.
+	StatusMessageMax = 512
+	// StatusNamesMax is how many names a status message lists.
+	StatusNamesMax = 10
+)
+
 // hashLen is the length of the hash a changed name or label value ends with.
 const hashLen = 10
 

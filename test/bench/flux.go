@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/discovery"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
-	"github.com/openmcp-project/service-provider-kro/controllers"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
 
@@ -190,7 +190,7 @@ func (h *harness) setupFlux(ctx context.Context, res *FluxResults) error {
 		}
 		if err := h.pl.Create(ctx, &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: accessSecret, Namespace: ref.tenant, Labels: map[string]string{v1alpha1.LabelControlPlaneKubeconfig: "true"}},
-			Data:       map[string][]byte{controllers.KubeconfigKey: cp.Kubeconfig},
+			Data:       map[string][]byte{owned.KubeconfigKey: cp.Kubeconfig},
 		}); err != nil {
 			return err
 		}

@@ -16,6 +16,7 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/controllers"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
 
@@ -214,7 +215,7 @@ func (h *harness) kroReleases(ctx context.Context) (int, error) {
 	n := 0
 	for _, c := range h.ded {
 		var list corev1.SecretList
-		if err := c.List(ctx, &list, client.InNamespace(controllers.KroNamespace), client.MatchingLabels{"owner": "helm"}); err != nil {
+		if err := c.List(ctx, &list, client.InNamespace(owned.KroNamespace), client.MatchingLabels{"owner": "helm"}); err != nil {
 			return 0, err
 		}
 		n += len(list.Items)

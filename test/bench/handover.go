@@ -18,7 +18,7 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
-	"github.com/openmcp-project/service-provider-kro/controllers"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
 
@@ -299,7 +299,7 @@ func (h *harness) prepareEarlier(ctx context.Context, n int, withAccess bool) ([
 		}
 		if err := h.pl.Create(ctx, &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: accessSecret, Namespace: r.tenant, Labels: map[string]string{v1alpha1.LabelControlPlaneKubeconfig: "true"}},
-			Data:       map[string][]byte{controllers.KubeconfigKey: kc},
+			Data:       map[string][]byte{owned.KubeconfigKey: kc},
 		}); err != nil {
 			return err
 		}

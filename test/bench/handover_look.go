@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
-	"github.com/openmcp-project/service-provider-kro/controllers"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
 
@@ -89,7 +89,7 @@ func tallyReleases(hrs []helmv2.HelmRelease) releaseTally {
 	groups := map[string]*group{}
 	for i := range hrs {
 		hr := &hrs[i]
-		if hr.GetReleaseName() != controllers.ReleaseName {
+		if hr.GetReleaseName() != owned.ReleaseName {
 			continue
 		}
 		key := hr.Namespace + " (storage " + hr.GetStorageNamespace() + ")"

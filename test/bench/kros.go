@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
-	"github.com/openmcp-project/service-provider-kro/controllers"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
 
@@ -21,7 +21,7 @@ import (
 
 func (h *harness) newRef(name, version string, cp *testenv.Cluster, dedicated int) *kroRef {
 	k := &v1alpha1.Kro{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: kroNamespace}}
-	tenant, _ := controllers.TenantNamespace(k)
+	tenant, _ := owned.TenantNamespace(k)
 	ref := &kroRef{name: name, tenant: tenant, version: version, cp: cp, dedicated: dedicated}
 	h.kros = append(h.kros, ref)
 	return ref
@@ -72,7 +72,7 @@ func (h *harness) grantAll(ctx context.Context, refs []*kroRef) error {
 		}
 		return h.pl.Create(ctx, &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: accessSecret, Namespace: r.tenant, Labels: map[string]string{v1alpha1.LabelControlPlaneKubeconfig: "true"}},
-			Data:       map[string][]byte{controllers.KubeconfigKey: kc},
+			Data:       map[string][]byte{owned.KubeconfigKey: kc},
 		})
 	})
 }

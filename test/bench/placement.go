@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
-	"github.com/openmcp-project/service-provider-kro/controllers"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
 
@@ -245,7 +245,7 @@ func (h *harness) grantWorkload(ctx context.Context, refs []*kroRef) error {
 	return h.parallel(refs, func(r *kroRef) error {
 		return h.pl.Create(ctx, &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: workloadSecret, Namespace: r.tenant, Labels: map[string]string{v1alpha1.LabelWorkloadClusterKubeconfig: "true"}},
-			Data:       map[string][]byte{controllers.KubeconfigKey: kc},
+			Data:       map[string][]byte{owned.KubeconfigKey: kc},
 		})
 	})
 }

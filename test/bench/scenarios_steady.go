@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/openmcp-project/service-provider-kro/controllers"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 )
 
 // Run's measurements with every Kro in place: the idle cost, a restart of the
@@ -158,12 +158,12 @@ func (h *harness) restore(ctx context.Context, ded []*kroRef) (Dist, error) {
 			return Dist{}, err
 		}
 		for _, k := range ded {
-			s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: controllers.KroNamespace, Name: imageSecret}}
+			s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: owned.KroNamespace, Name: imageSecret}}
 			start := time.Now()
 			if err := h.ded[k.dedicated].Delete(ctx, s); err != nil {
 				return Dist{}, fmt.Errorf("repeat %d: deleting %s on dedicated-%d: %w", r, imageSecret, k.dedicated+1, err)
 			}
-			at, err := h.tr.waitAddedAfter(ctx, fmt.Sprintf("dedicated-%d|%s/%s", k.dedicated+1, controllers.KroNamespace, imageSecret), start)
+			at, err := h.tr.waitAddedAfter(ctx, fmt.Sprintf("dedicated-%d|%s/%s", k.dedicated+1, owned.KroNamespace, imageSecret), start)
 			if err != nil {
 				return Dist{}, err
 			}

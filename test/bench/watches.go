@@ -18,7 +18,7 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
-	"github.com/openmcp-project/service-provider-kro/controllers"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 )
 
 type handlers struct {
@@ -74,7 +74,7 @@ func (h *harness) startWatches(ctx context.Context) error {
 	}
 	caches := []cache.Cache{plCache, obCache}
 	for i, d := range h.dedConfigs {
-		c, err := cache.New(fast(d), cache.Options{Scheme: clusters.Scheme, DefaultNamespaces: map[string]cache.Config{controllers.KroNamespace: {}}})
+		c, err := cache.New(fast(d), cache.Options{Scheme: clusters.Scheme, DefaultNamespaces: map[string]cache.Config{owned.KroNamespace: {}}})
 		if err != nil {
 			return err
 		}

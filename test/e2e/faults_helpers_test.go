@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
-	"github.com/openmcp-project/service-provider-kro/controllers"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/test/e2e/env"
 )
 
@@ -129,7 +129,7 @@ func checkLeftovers(row *faultRow, checkControlPlanes bool, cps ...*env.ControlP
 // helmReleaseSecrets are the storage secrets of kro's Helm release on the ControlPlane.
 func helmReleaseSecrets(g Gomega, cp *env.ControlPlane) []string {
 	var list corev1.SecretList
-	g.Expect(cp.Client.List(suiteCtx, &list, client.InNamespace(controllers.KroNamespace))).To(Succeed())
+	g.Expect(cp.Client.List(suiteCtx, &list, client.InNamespace(owned.KroNamespace))).To(Succeed())
 	var names []string
 	for _, s := range list.Items {
 		if strings.HasPrefix(s.Name, env.HelmReleaseSecretPrefix) {
@@ -220,7 +220,7 @@ func guardFinalizerEvery(cp *env.ControlPlane, interval time.Duration) func() gu
 			}
 			ctx, cancel := context.WithTimeout(suiteCtx, 2*time.Second)
 			var list corev1.SecretList
-			lerr := cp.Client.List(ctx, &list, client.InNamespace(controllers.KroNamespace))
+			lerr := cp.Client.List(ctx, &list, client.InNamespace(owned.KroNamespace))
 			cancel()
 			if lerr != nil {
 				continue

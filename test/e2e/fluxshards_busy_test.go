@@ -25,6 +25,7 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/controllers"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/test/e2e/env"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
@@ -65,8 +66,8 @@ type fluxShardsKit struct {
 // "v<revision>=<status>" from the release secrets' labels.
 func helmHistory(g Gomega, cp *env.ControlPlane) []string {
 	var list corev1.SecretList
-	g.Expect(cp.Client.List(suiteCtx, &list, client.InNamespace(controllers.KroNamespace),
-		client.MatchingLabels{"owner": "helm", "name": controllers.ReleaseName})).To(Succeed())
+	g.Expect(cp.Client.List(suiteCtx, &list, client.InNamespace(owned.KroNamespace),
+		client.MatchingLabels{"owner": "helm", "name": owned.ReleaseName})).To(Succeed())
 	type rev struct {
 		n      int
 		status string
@@ -201,7 +202,7 @@ func fluxShardMoveDuringUpgradeSpecs(k fluxShardsKit) {
 				g.Expect(hr.Status.History.Latest().ChartVersion).To(chartVersion("0.9.3"), describeHR(hr))
 				g.Expect(hr.Status.History.Latest().Status).To(Equal("deployed"), describeHR(hr))
 				var deps appsv1.DeploymentList
-				g.Expect(target.Client.List(suiteCtx, &deps, client.InNamespace(controllers.KroNamespace))).To(Succeed())
+				g.Expect(target.Client.List(suiteCtx, &deps, client.InNamespace(owned.KroNamespace))).To(Succeed())
 				g.Expect(deps.Items).NotTo(BeEmpty())
 				for _, d := range deps.Items {
 					g.Expect(d.Spec.Template.Spec.NodeSelector).To(HaveKeyWithValue(slowUpgradeLabel, "allowed"), "Deployment %s has the upgraded values", d.Name)

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
-	"github.com/openmcp-project/service-provider-kro/controllers"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/test/e2e/env"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
@@ -79,7 +79,7 @@ var _ = Describe("Flux shards", Ordered, Label("fluxshards"), func() {
 	releases := func(cp *env.ControlPlane) []string {
 		GinkgoHelper()
 		var list corev1.SecretList
-		Expect(cp.Client.List(suiteCtx, &list, client.InNamespace(controllers.KroNamespace), client.MatchingLabels{"owner": "helm"})).To(Succeed())
+		Expect(cp.Client.List(suiteCtx, &list, client.InNamespace(owned.KroNamespace), client.MatchingLabels{"owner": "helm"})).To(Succeed())
 		var names []string
 		for _, s := range list.Items {
 			names = append(names, s.Name+"@"+string(s.UID))

@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
-	"github.com/openmcp-project/service-provider-kro/controllers"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/test/e2e/env"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
@@ -130,12 +130,12 @@ func newHandOver(cp *env.ControlPlane, version string, tenantWork bool) *handOve
 	})
 	var deployments appsv1.DeploymentList
 	waitUntil(time.Minute, poll, func(g Gomega) {
-		g.Expect(cp.Client.List(suiteCtx, &deployments, client.InNamespace(controllers.KroNamespace))).To(Succeed())
+		g.Expect(cp.Client.List(suiteCtx, &deployments, client.InNamespace(owned.KroNamespace))).To(Succeed())
 		g.Expect(deployments.Items).To(HaveLen(1), "kro's chart makes one Deployment")
 	})
 	h.remember(kept{what: "kro's Deployment", key: client.ObjectKeyFromObject(&deployments.Items[0]),
 		obj: func() client.Object { return &appsv1.Deployment{} }})
-	h.remember(kept{what: "the Helm release's first revision", key: client.ObjectKey{Namespace: controllers.KroNamespace, Name: env.HelmReleaseSecretPrefix + "v1"},
+	h.remember(kept{what: "the Helm release's first revision", key: client.ObjectKey{Namespace: owned.KroNamespace, Name: env.HelmReleaseSecretPrefix + "v1"},
 		obj: func() client.Object { return &corev1.Secret{} }})
 	if tenantWork {
 		h.tenantWork()
@@ -213,7 +213,7 @@ func (h *handOver) look(g Gomega) handOverState {
 	var list helmv2.HelmReleaseList
 	g.Expect(fe.Platform.Client.List(suiteCtx, &list, client.InNamespace(h.cp.TenantNamespace))).To(Succeed())
 	for _, hr := range list.Items {
-		if hr.Spec.ReleaseName == controllers.ReleaseName && hr.Spec.TargetNamespace == controllers.KroNamespace && !hr.Spec.Suspend {
+		if hr.Spec.ReleaseName == owned.ReleaseName && hr.Spec.TargetNamespace == owned.KroNamespace && !hr.Spec.Suspend {
 			s.driving++
 		}
 		switch hr.Name {
@@ -433,7 +433,7 @@ func handOverSpecs(a func() *env.ControlPlane) {
 		waitUntil(time.Minute, poll, func(g Gomega) {
 			g.Expect(helmReleaseSecrets(g, cp)).To(BeEmpty(), "kro's Helm release is uninstalled")
 			var deployments appsv1.DeploymentList
-			g.Expect(cp.Client.List(suiteCtx, &deployments, client.InNamespace(controllers.KroNamespace))).To(Succeed())
+			g.Expect(cp.Client.List(suiteCtx, &deployments, client.InNamespace(owned.KroNamespace))).To(Succeed())
 			g.Expect(deployments.Items).To(BeEmpty(), "kro's Deployment is uninstalled")
 		})
 	})

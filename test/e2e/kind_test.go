@@ -23,7 +23,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
-	"github.com/openmcp-project/service-provider-kro/controllers"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/test/e2e/env"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
@@ -47,7 +47,7 @@ var _ = Describe("on kind clusters", Ordered, Label("kind"), func() {
 	}
 	kroDeployment := func(g Gomega, cp *env.ControlPlane) *appsv1.Deployment {
 		var deps appsv1.DeploymentList
-		g.Expect(cp.Client.List(suiteCtx, &deps, client.InNamespace(controllers.KroNamespace))).To(Succeed())
+		g.Expect(cp.Client.List(suiteCtx, &deps, client.InNamespace(owned.KroNamespace))).To(Succeed())
 		g.Expect(deps.Items).To(HaveLen(1), "kro's Deployment on %s", cp.Name)
 		return &deps.Items[0]
 	}
@@ -130,7 +130,7 @@ var _ = Describe("on kind clusters", Ordered, Label("kind"), func() {
 	})
 
 	It("repairs a deleted pull secret copy on the ControlPlane", func() {
-		key := client.ObjectKey{Namespace: controllers.KroNamespace, Name: env.PullSecretName}
+		key := client.ObjectKey{Namespace: owned.KroNamespace, Name: env.PullSecretName}
 		old := &corev1.Secret{}
 		Expect(cp2.Client.Get(suiteCtx, key, old)).To(Succeed())
 		Expect(cp2.Client.Delete(suiteCtx, old)).To(Succeed())
@@ -216,9 +216,9 @@ var _ = Describe("on kind clusters", Ordered, Label("kind"), func() {
 		})
 		for _, cp := range []*env.ControlPlane{cp1, cp2} {
 			var deps appsv1.DeploymentList
-			Expect(client.IgnoreNotFound(cp.Client.List(suiteCtx, &deps, client.InNamespace(controllers.KroNamespace)))).To(Succeed())
+			Expect(client.IgnoreNotFound(cp.Client.List(suiteCtx, &deps, client.InNamespace(owned.KroNamespace)))).To(Succeed())
 			Expect(deps.Items).To(BeEmpty(), "kro's Deployment on %s", cp.Name)
-			err := cp.Client.Get(suiteCtx, client.ObjectKey{Namespace: controllers.KroNamespace, Name: env.PullSecretName}, &corev1.Secret{})
+			err := cp.Client.Get(suiteCtx, client.ObjectKey{Namespace: owned.KroNamespace, Name: env.PullSecretName}, &corev1.Secret{})
 			Expect(apierrors.IsNotFound(err)).To(BeTrue(), "pull secret copy on %s: %v", cp.Name, err)
 			for _, gvk := range []schema.GroupVersionKind{
 				{Group: "helm.toolkit.fluxcd.io", Version: "v2", Kind: "HelmReleaseList"},

@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
-	"github.com/openmcp-project/service-provider-kro/controllers"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/test/e2e/env"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
@@ -105,8 +105,8 @@ func fluxReady(conds []metav1.Condition) metav1.Condition {
 
 func deploymentsAvailable(g Gomega, cp *env.ControlPlane) {
 	var list appsv1.DeploymentList
-	g.Expect(cp.Client.List(suiteCtx, &list, client.InNamespace(controllers.KroNamespace))).To(Succeed())
-	g.Expect(list.Items).NotTo(BeEmpty(), "no Deployment in %s on %s", controllers.KroNamespace, cp.Name)
+	g.Expect(cp.Client.List(suiteCtx, &list, client.InNamespace(owned.KroNamespace))).To(Succeed())
+	g.Expect(list.Items).NotTo(BeEmpty(), "no Deployment in %s on %s", owned.KroNamespace, cp.Name)
 	for _, d := range list.Items {
 		available := false
 		for _, c := range d.Status.Conditions {
@@ -127,7 +127,7 @@ func rgdCRDGeneratedBy(g Gomega, cp *env.ControlPlane) string {
 // imagePullSecretCopies are the provider's copies of image pull secrets in kro-system.
 func imagePullSecretCopies(g Gomega, cp *env.ControlPlane) []string {
 	var list corev1.SecretList
-	g.Expect(client.IgnoreNotFound(cp.Client.List(suiteCtx, &list, client.InNamespace(controllers.KroNamespace),
+	g.Expect(client.IgnoreNotFound(cp.Client.List(suiteCtx, &list, client.InNamespace(owned.KroNamespace),
 		client.MatchingLabels{v1alpha1.LabelRole: v1alpha1.RoleImagePullSecret}))).To(Succeed())
 	var names []string
 	for _, s := range list.Items {
@@ -392,9 +392,9 @@ var _ = Describe("the Kro lifecycle on two ControlPlanes at once", Ordered, func
 func expectKroUninstalled(c client.Client) {
 	GinkgoHelper()
 	var deployments appsv1.DeploymentList
-	Expect(c.List(suiteCtx, &deployments, client.InNamespace(controllers.KroNamespace))).To(Succeed())
+	Expect(c.List(suiteCtx, &deployments, client.InNamespace(owned.KroNamespace))).To(Succeed())
 	Expect(deployments.Items).To(BeEmpty())
 	var releases corev1.SecretList
-	Expect(c.List(suiteCtx, &releases, client.InNamespace(controllers.KroNamespace), client.MatchingLabels{"owner": "helm"})).To(Succeed())
+	Expect(c.List(suiteCtx, &releases, client.InNamespace(owned.KroNamespace), client.MatchingLabels{"owner": "helm"})).To(Succeed())
 	Expect(releases.Items).To(BeEmpty(), "Helm release secrets are left")
 }

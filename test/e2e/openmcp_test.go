@@ -29,7 +29,7 @@ import (
 	libutils "github.com/openmcp-project/openmcp-operator/lib/utils"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
-	"github.com/openmcp-project/service-provider-kro/controllers"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/test/e2e/env"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
@@ -200,7 +200,7 @@ var _ = Describe("under openmcp-operator", Ordered, Label("openmcp"), func() {
 		By("kro runs on the ControlPlane")
 		eventually(time.Minute, func(g Gomega) {
 			var list appsv1.DeploymentList
-			g.Expect(cp.Client.List(suiteCtx, &list, client.InNamespace(controllers.KroNamespace))).To(Succeed())
+			g.Expect(cp.Client.List(suiteCtx, &list, client.InNamespace(owned.KroNamespace))).To(Succeed())
 			g.Expect(list.Items).NotTo(BeEmpty())
 		})
 		By("a tenant's ResourceGraphDefinition is counted")

@@ -29,6 +29,7 @@ import (
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
 	"github.com/openmcp-project/service-provider-kro/controllers"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/test/e2e/env"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
@@ -169,7 +170,7 @@ func openmcpWorkloadSpecs(k openmcpKit) {
 			review := &authenticationv1.SelfSubjectReview{}
 			Expect(kroClient.Create(suiteCtx, review)).To(Succeed())
 			Expect(review.Status.UserInfo.Username).To(Equal("system:serviceaccount:" + testenv.AccessNamespace + ":" + sa))
-			Expect(cp.Client.Get(suiteCtx, client.ObjectKey{Namespace: controllers.KroNamespace, Name: controllers.KroServiceAccountName}, &corev1.ServiceAccount{})).
+			Expect(cp.Client.Get(suiteCtx, client.ObjectKey{Namespace: owned.KroNamespace, Name: controllers.KroServiceAccountName}, &corev1.ServiceAccount{})).
 				To(WithTransform(apierrors.IsNotFound, BeTrue()), "under openmcp the provider mints no token of its own for kro")
 			var bindings rbacv1.ClusterRoleBindingList
 			Expect(cp.Client.List(suiteCtx, &bindings, client.MatchingLabels{v1alpha1.LabelRole: v1alpha1.RoleKroParts})).To(Succeed())

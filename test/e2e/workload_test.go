@@ -26,6 +26,7 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/controllers"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/test/e2e/env"
 )
 
@@ -120,12 +121,12 @@ var _ = Describe("kro on a workload cluster", Ordered, Label("workload"), func()
 			for _, crd := range []string{env.RGDCRD, "graphrevisions.internal.kro.run"} {
 				Expect(cp.Client.Get(suiteCtx, client.ObjectKey{Name: crd}, &apiextensionsv1.CustomResourceDefinition{})).To(Succeed())
 			}
-			Expect(cp.Client.Get(suiteCtx, client.ObjectKey{Namespace: controllers.KroNamespace, Name: controllers.KroServiceAccountName}, &corev1.ServiceAccount{})).To(Succeed())
+			Expect(cp.Client.Get(suiteCtx, client.ObjectKey{Namespace: owned.KroNamespace, Name: controllers.KroServiceAccountName}, &corev1.ServiceAccount{})).To(Succeed())
 			var roles rbacv1.ClusterRoleList
 			Expect(cp.Client.List(suiteCtx, &roles, client.MatchingLabels{v1alpha1.LabelRole: v1alpha1.RoleKroParts})).To(Succeed())
 			Expect(roles.Items).NotTo(BeEmpty())
 			var cpDeps appsv1.DeploymentList
-			Expect(client.IgnoreNotFound(cp.Client.List(suiteCtx, &cpDeps, client.InNamespace(controllers.KroNamespace)))).To(Succeed())
+			Expect(client.IgnoreNotFound(cp.Client.List(suiteCtx, &cpDeps, client.InNamespace(owned.KroNamespace)))).To(Succeed())
 			Expect(cpDeps.Items).To(BeEmpty(), "kro does not run in the ControlPlane")
 		}
 		By("the workload cluster has none of the chart's cluster-wide RBAC")
@@ -197,7 +198,7 @@ var _ = Describe("kro on a workload cluster", Ordered, Label("workload"), func()
 		// deleted) on at most one side whenever it is looked at.
 		oneKro := func(g Gomega) (onCP, onWorkload bool) {
 			var deps appsv1.DeploymentList
-			g.Expect(client.IgnoreNotFound(cp.Client.List(suiteCtx, &deps, client.InNamespace(controllers.KroNamespace)))).To(Succeed())
+			g.Expect(client.IgnoreNotFound(cp.Client.List(suiteCtx, &deps, client.InNamespace(owned.KroNamespace)))).To(Succeed())
 			onCP = len(deps.Items) > 0 && deps.Items[0].DeletionTimestamp.IsZero()
 			g.Expect(client.IgnoreNotFound(wc.Client.List(suiteCtx, &deps, client.InNamespace(workloadNS(cp))))).To(Succeed())
 			onWorkload = len(deps.Items) > 0 && deps.Items[0].DeletionTimestamp.IsZero()
@@ -261,7 +262,7 @@ var _ = Describe("kro on a workload cluster", Ordered, Label("workload"), func()
 			err := wc.Client.Get(suiteCtx, client.ObjectKey{Name: workloadNS(cp)}, ns)
 			g.Expect(apierrors.IsNotFound(err) || !ns.DeletionTimestamp.IsZero()).To(BeTrue(), "namespace %s: %v", workloadNS(cp), err)
 		})
-		Expect(apierrors.IsNotFound(cp.Client.Get(suiteCtx, client.ObjectKey{Namespace: controllers.KroNamespace, Name: controllers.KroServiceAccountName}, &corev1.ServiceAccount{}))).To(BeFalse(),
+		Expect(apierrors.IsNotFound(cp.Client.Get(suiteCtx, client.ObjectKey{Namespace: owned.KroNamespace, Name: controllers.KroServiceAccountName}, &corev1.ServiceAccount{}))).To(BeFalse(),
 			"the chart's own ServiceAccount kro runs as on the ControlPlane")
 		By("the other tenant stayed on the workload cluster throughout")
 		Expect(getKroIn(Default, se, cps[0]).Status.Placement).To(Equal(v1alpha1.PlacementWorkloadCluster))

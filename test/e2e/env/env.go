@@ -36,7 +36,8 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
-	"github.com/openmcp-project/service-provider-kro/controllers"
+	"github.com/openmcp-project/service-provider-kro/controllers/reach"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
 
@@ -201,7 +202,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	}
 	for _, cp := range e.ControlPlanes {
 		kro := &v1alpha1.Kro{ObjectMeta: metav1.ObjectMeta{Name: cp.Name, Namespace: cp.Namespace}}
-		if cp.TenantNamespace, err = controllers.TenantNamespace(kro); err != nil {
+		if cp.TenantNamespace, err = owned.TenantNamespace(kro); err != nil {
 			return nil, err
 		}
 	}
@@ -343,7 +344,7 @@ func (e *Env) AccessSecret(cp *ControlPlane) *corev1.Secret {
 			Name:      AccessSecretName,
 			Labels:    map[string]string{v1alpha1.LabelControlPlaneKubeconfig: "true"},
 		},
-		Data: map[string][]byte{controllers.KubeconfigKey: cp.Kubeconfig},
+		Data: map[string][]byte{owned.KubeconfigKey: cp.Kubeconfig},
 	}
 }
 
@@ -403,7 +404,7 @@ func (e *Env) runProvider(ctx context.Context, name, logDir string, extra ...str
 		"--platform-kubeconfig", pf,
 		"--provider-name", e.ProviderName,
 		"--pod-namespace", e.PodNamespace,
-		"--controlplane-access", string(controllers.AccessStandalone),
+		"--controlplane-access", string(reach.AccessStandalone),
 		"--controlplane-probe-interval", "5s",
 		"--metrics-bind-address", addrs[0],
 		"--health-probe-bind-address", addrs[1],

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
-	"github.com/openmcp-project/service-provider-kro/controllers"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
 
@@ -148,7 +148,7 @@ func (e *Env) AddControlPlanes(ctx context.Context, refs ...ControlPlaneRef) ([]
 			Namespace: ref.Namespace,
 		}
 		kro := &v1alpha1.Kro{ObjectMeta: metav1.ObjectMeta{Name: cp.Name, Namespace: cp.Namespace}}
-		if cp.TenantNamespace, err = controllers.TenantNamespace(kro); err != nil {
+		if cp.TenantNamespace, err = owned.TenantNamespace(kro); err != nil {
 			return added, err
 		}
 		e.ControlPlanes = append(e.ControlPlanes, cp)

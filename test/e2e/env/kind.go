@@ -14,7 +14,7 @@ import (
 	kindcluster "sigs.k8s.io/kind/pkg/cluster"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
-	"github.com/openmcp-project/service-provider-kro/controllers"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/test/kind"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
@@ -102,7 +102,7 @@ func startKind(ctx context.Context, opts Options) (_ *Env, err error) {
 	for _, ref := range opts.ControlPlanes {
 		cp := &ControlPlane{Cluster: *byRole[ref.Name], Namespace: ref.Namespace}
 		kro := &v1alpha1.Kro{ObjectMeta: metav1.ObjectMeta{Name: ref.Name, Namespace: ref.Namespace}}
-		if cp.TenantNamespace, err = controllers.TenantNamespace(kro); err != nil {
+		if cp.TenantNamespace, err = owned.TenantNamespace(kro); err != nil {
 			return nil, err
 		}
 		e.ControlPlanes = append(e.ControlPlanes, cp)

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
-	"github.com/openmcp-project/service-provider-kro/controllers"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 )
 
 // The checker of the fault suite: what a Kro leaves behind once it is gone.
@@ -28,7 +28,7 @@ import (
 const (
 	// HelmReleaseSecretPrefix starts the names of the Helm storage secrets of kro's
 	// release in controllers.KroNamespace ("sh.helm.release.v1.kro.v1", ...).
-	HelmReleaseSecretPrefix = "sh.helm.release.v1." + controllers.ReleaseName + "."
+	HelmReleaseSecretPrefix = "sh.helm.release.v1." + owned.ReleaseName + "."
 	// KroOwnedLabel marks the CRDs kro generated for ResourceGraphDefinitions.
 	KroOwnedLabel = "kro.run/owned"
 )
@@ -40,7 +40,7 @@ const (
 	helmReleaseName        = "meta.helm.sh/release-name"
 	helmReleaseNamespace   = "meta.helm.sh/release-namespace"
 	// kro's release lives in kro's namespace.
-	kroHelmReleaseNamespace = controllers.KroNamespace
+	kroHelmReleaseNamespace = owned.KroNamespace
 
 	rgdGroup, rgdVersion, rgdResource = "kro.run", "v1alpha1", "resourcegraphdefinitions"
 
@@ -178,7 +178,7 @@ func helmReleaseLeftovers(ctx context.Context, cp *ControlPlane, md metadata.Int
 		return err
 	}
 	for _, o := range helm {
-		if o.meta.Annotations[helmReleaseName] != controllers.ReleaseName || o.meta.Annotations[helmReleaseNamespace] != kroHelmReleaseNamespace {
+		if o.meta.Annotations[helmReleaseName] != owned.ReleaseName || o.meta.Annotations[helmReleaseNamespace] != kroHelmReleaseNamespace {
 			continue
 		}
 		if refs := o.meta.OwnerReferences; len(refs) > 0 {

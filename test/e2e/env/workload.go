@@ -13,6 +13,8 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/controllers"
+	"github.com/openmcp-project/service-provider-kro/controllers/reach"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
 
@@ -48,13 +50,13 @@ func (e *Env) WorkloadSecret(cp, wc *ControlPlane) *corev1.Secret {
 			Name:      WorkloadSecretName,
 			Labels:    map[string]string{v1alpha1.LabelWorkloadClusterKubeconfig: "true"},
 		},
-		Data: map[string][]byte{controllers.KubeconfigKey: wc.Kubeconfig},
+		Data: map[string][]byte{owned.KubeconfigKey: wc.Kubeconfig},
 	}
 }
 
 // WorkloadNamespace is where kro runs for cp on a workload cluster.
 func WorkloadNamespace(cp *ControlPlane) (string, error) {
-	return controllers.WorkloadNamespace(client.ObjectKey{Namespace: cp.Namespace, Name: cp.Name})
+	return reach.WorkloadNamespace(client.ObjectKey{Namespace: cp.Namespace, Name: cp.Name})
 }
 
 // KroCredential reads the credential the provider wrote for cp's kro on wc: the
@@ -64,7 +66,7 @@ func KroCredential(ctx context.Context, cp, wc *ControlPlane) (kubeconfig []byte
 }
 
 func kroCredential(ctx context.Context, wc client.Client, wcName string, tenant client.ObjectKey) (kubeconfig []byte, files map[string][]byte, err error) {
-	ns, err := controllers.WorkloadNamespace(tenant)
+	ns, err := reach.WorkloadNamespace(tenant)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -74,11 +76,11 @@ func kroCredential(ctx context.Context, wc client.Client, wcName string, tenant 
 	}
 	files = map[string][]byte{}
 	for k, v := range secret.Data {
-		if k != controllers.KubeconfigKey {
+		if k != owned.KubeconfigKey {
 			files[k] = v
 		}
 	}
-	return secret.Data[controllers.KubeconfigKey], files, nil
+	return secret.Data[owned.KubeconfigKey], files, nil
 }
 
 // StartKroControllerOnWorkload runs kro's controller for cp as it runs on the workload

@@ -1,21 +1,18 @@
-package controllers
+package reach
 
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"time"
 
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 )
 
 // The WorkloadCluster placement under openmcp. The provider asks openmcp for the
@@ -29,17 +26,17 @@ import (
 // openmcpWorkloadKubeconfig keeps the workload ClusterRequest and AccessRequest of a Kro
 // in place (only with ask: a Kro leaving its workload cluster asks for nothing) and reads
 // the secret openmcp wrote for the AccessRequest once granted.
-func (c *engagedControlPlanes) openmcpWorkloadKubeconfig(ctx context.Context, kro *v1alpha1.Kro, ask bool) (string, []byte, error) {
+func (c *Engaged) openmcpWorkloadKubeconfig(ctx context.Context, kro *v1alpha1.Kro, ask bool) (string, []byte, error) {
 	key := client.ObjectKeyFromObject(kro)
 	ns, err := WorkloadNamespace(key)
 	if err != nil {
 		return "", nil, err
 	}
-	desiredCR, err := clusters.NewWorkloadClusterRequest(c.providerName, key)
+	desiredCR, err := clusters.NewWorkloadClusterRequest(c.ProviderName, key)
 	if err != nil {
 		return "", nil, err
 	}
-	desiredAR, err := clusters.NewWorkloadAccessRequest(c.providerName, key, ns)
+	desiredAR, err := clusters.NewWorkloadAccessRequest(c.ProviderName, key, ns)
 	if err != nil {
 		return "", nil, err
 	}
@@ -51,9 +48,9 @@ func (c *engagedControlPlanes) openmcpWorkloadKubeconfig(ctx context.Context, kr
 		}
 	}
 	cr := &clustersv1alpha1.ClusterRequest{}
-	switch err := c.kubeconfigs.Get(ctx, client.ObjectKeyFromObject(desiredCR), cr); {
+	switch err := c.Kubeconfigs.Get(ctx, client.ObjectKeyFromObject(desiredCR), cr); {
 	case apierrors.IsNotFound(err) && ask:
-		if err := apply(ctx, c.platform, desiredCR); err != nil {
+		if err := owned.Apply(ctx, c.Platform, desiredCR); err != nil {
 			return "", nil, fmt.Errorf("requesting a workload cluster with ClusterRequest %s/%s: %w", desiredCR.Namespace, desiredCR.Name, err)
 		}
 		return "", nil, &NotAvailableError{Message: fmt.Sprintf("waiting for openmcp to schedule ClusterRequest %s/%s of purpose %s",
@@ -78,14 +75,14 @@ func (c *engagedControlPlanes) openmcpWorkloadKubeconfig(ctx context.Context, kr
 	})
 }
 
-// withdrawWorkloadCluster deletes the workload AccessRequest of a Kro and, once openmcp
+// WithdrawWorkloadCluster deletes the workload AccessRequest of a Kro and, once openmcp
 // has finalized it (revoked the grant) and it is gone from the cache, the ClusterRequest:
 // kro has left the workload cluster. The order matters: the scheduler deletes a Cluster
 // that no request holds any more, and a grant whose Cluster is gone may never be revoked.
 // It tells whether both are withdrawn; when not, the AccessRequest's deletion brings the
 // Kro back.
-func (c *engagedControlPlanes) withdrawWorkloadCluster(ctx context.Context, kro types.NamespacedName) (bool, error) {
-	key, err := clusters.WorkloadRequestKey(c.providerName, kro)
+func (c *Engaged) WithdrawWorkloadCluster(ctx context.Context, kro types.NamespacedName) (bool, error) {
+	key, err := clusters.WorkloadRequestKey(c.ProviderName, kro)
 	if err != nil {
 		return false, err
 	}
@@ -96,9 +93,9 @@ func (c *engagedControlPlanes) withdrawWorkloadCluster(ctx context.Context, kro 
 	return err == nil, err
 }
 
-// withdrawalPending says what a Kro waits for while withdrawWorkloadCluster is not done;
+// WithdrawalPending says what a Kro waits for while withdrawWorkloadCluster is not done;
 // the requests are in the tenant namespace.
-func withdrawalPending(tenantNamespace string) string {
+func WithdrawalPending(tenantNamespace string) string {
 	return fmt.Sprintf("openmcp is revoking the provider's access to the workload cluster (AccessRequests in %s), and then the provider withdraws its ClusterRequest for it",
 		tenantNamespace)
 }
@@ -118,21 +115,21 @@ func openmcpObject(key types.NamespacedName, kind string) client.Object {
 // withdraw deletes a request of the provider's when the access cache shows it, and
 // tells whether the cache showed it: a request being deleted is still there until openmcp
 // has finalized it.
-func (c *engagedControlPlanes) withdraw(ctx context.Context, o client.Object) (bool, error) {
+func (c *Engaged) withdraw(ctx context.Context, o client.Object) (bool, error) {
 	present, err := c.inAccessCache(ctx, o)
 	if err != nil || !present {
 		return false, err
 	}
-	if err := c.platform.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
+	if err := c.Platform.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
 		return true, fmt.Errorf("deleting %s %s/%s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetNamespace(), o.GetName(), err)
 	}
 	return true, nil
 }
 
 // inAccessCache tells whether the access cache holds an object of o's kind and key.
-func (c *engagedControlPlanes) inAccessCache(ctx context.Context, o client.Object) (bool, error) {
+func (c *Engaged) inAccessCache(ctx context.Context, o client.Object) (bool, error) {
 	current := o.DeepCopyObject().(client.Object)
-	err := c.kubeconfigs.Get(ctx, client.ObjectKeyFromObject(o), current)
+	err := c.Kubeconfigs.Get(ctx, client.ObjectKeyFromObject(o), current)
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	}
@@ -155,34 +152,34 @@ type KroAccess interface {
 }
 
 // openmcpKroAccess is KroAccess through AccessRequests.
-type openmcpKroAccess struct{ c *engagedControlPlanes }
+type openmcpKroAccess struct{ c *Engaged }
 
-func (c *engagedControlPlanes) KroAccess() KroAccess {
-	if c.mode != AccessOpenMCP {
+func (c *Engaged) KroAccess() KroAccess {
+	if c.Mode != AccessOpenMCP {
 		return nil
 	}
 	return openmcpKroAccess{c}
 }
 
 func (a openmcpKroAccess) Request(ctx context.Context, kro types.NamespacedName, clusterRoles []string) error {
-	desired, err := clusters.NewKroAccessRequest(a.c.providerName, kro, clusterRoles)
+	desired, err := clusters.NewKroAccessRequest(a.c.ProviderName, kro, clusterRoles)
 	if err != nil {
 		return err
 	}
 	_, err = a.c.grantedAccessRequest(ctx, desired)
-	if _, waiting := asNotAvailable(err); waiting {
+	if _, waiting := AsNotAvailable(err); waiting {
 		return nil
 	}
 	return err
 }
 
 func (a openmcpKroAccess) Granted(ctx context.Context, kro types.NamespacedName, known string) (*corev1.Secret, string, error) {
-	key, err := clusters.KroAccessRequestKey(a.c.providerName, kro)
+	key, err := clusters.KroAccessRequestKey(a.c.ProviderName, kro)
 	if err != nil {
 		return nil, "", err
 	}
 	ar := &clustersv1alpha1.AccessRequest{}
-	switch err := a.c.kubeconfigs.Get(ctx, key, ar); {
+	switch err := a.c.Kubeconfigs.Get(ctx, key, ar); {
 	case apierrors.IsNotFound(err):
 		return nil, "", &NotAvailableError{Missing: true, Message: fmt.Sprintf("requesting kro's access to the ControlPlane (AccessRequest %s)", key)}
 	case err != nil:
@@ -197,11 +194,11 @@ func (a openmcpKroAccess) Granted(ctx context.Context, kro types.NamespacedName,
 		return nil, "", &NotAvailableError{Message: err.Error()}
 	}
 	meta := accessSecretMetadata()
-	if err := a.c.kubeconfigs.Get(ctx, types.NamespacedName{Namespace: ar.Namespace, Name: name}, meta); err == nil && meta.ResourceVersion == known {
+	if err := a.c.Kubeconfigs.Get(ctx, types.NamespacedName{Namespace: ar.Namespace, Name: name}, meta); err == nil && meta.ResourceVersion == known {
 		return nil, known, nil
 	}
 	secret := &corev1.Secret{}
-	if err := a.c.reader.Get(ctx, types.NamespacedName{Namespace: ar.Namespace, Name: name}, secret); err != nil {
+	if err := a.c.Reader.Get(ctx, types.NamespacedName{Namespace: ar.Namespace, Name: name}, secret); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, "", &NotAvailableError{Message: fmt.Sprintf("AccessRequest %s names secret %s, which does not exist", key, name)}
 		}
@@ -215,152 +212,13 @@ func (a openmcpKroAccess) Withdraw(ctx context.Context, kro types.NamespacedName
 }
 
 // withdrawKroAccess deletes kro's AccessRequest for a Kro's ControlPlane, if any.
-func (c *engagedControlPlanes) withdrawKroAccess(ctx context.Context, kro types.NamespacedName) error {
-	key, err := clusters.KroAccessRequestKey(c.providerName, kro)
+func (c *Engaged) withdrawKroAccess(ctx context.Context, kro types.NamespacedName) error {
+	key, err := clusters.KroAccessRequestKey(c.ProviderName, kro)
 	if err != nil {
 		return err
 	}
 	_, err = c.withdraw(ctx, openmcpObject(key, "AccessRequest"))
 	return err
-}
-
-// withdrawKroAccess withdraws kro's own access to the ControlPlane where openmcp granted it.
-func (r *KroReconciler) withdrawKroAccess(ctx context.Context, s *scope) error {
-	access := r.ControlPlanes.KroAccess()
-	if access == nil {
-		return nil
-	}
-	return access.Withdraw(ctx, client.ObjectKeyFromObject(s.kro))
-}
-
-// copyKroGrant writes kro's credential on the workload cluster from the access openmcp
-// granted kro: the same secret layout as a credential the provider issues (a kubeconfig
-// that names the token and CA files beside it), so that a token openmcp rotates reaches
-// kro without a restart. It is copied again when openmcp's secret changes, which the
-// access cache's watch of secrets' metadata reports.
-func (r *KroReconciler) copyKroGrant(ctx context.Context, s *scope, access KroAccess) (result, error) {
-	key := client.ObjectKeyFromObject(s.kro)
-	workload := liveOnMiss{Client: s.workload.Cluster.GetClient(), live: s.workload.Cluster.GetAPIReader()}
-	current, err := currentKroCredential(ctx, workload, s.kro, r.ProviderName, s.workload.Namespace)
-	if reportCredentialConflict(s, err) {
-		return waiting, nil
-	}
-	if err != nil {
-		return proceed, err
-	}
-	known := ""
-	if current != nil {
-		known = current.Annotations[v1alpha1.AnnotationGrantVersion]
-	}
-	grant, version, err := access.Granted(ctx, key, known)
-	if na, ok := asNotAvailable(err); ok {
-		if na.Missing {
-			r.applied.forget(key) // the next reconcile renders the chart and asks again
-			s.requeue(time.Second)
-		}
-		s.obs.set(v1alpha1.ConditionWorkloadClusterReady, metav1.ConditionFalse, na.reason(), "kro's own access to the ControlPlane: "+na.Message)
-		return waiting, nil
-	}
-	if err != nil || grant == nil {
-		return proceed, err
-	}
-	secret, err := kroCredentialFromGrant(s.kro, r.ProviderName, s.workload.Namespace, grant, version)
-	if err != nil {
-		return proceed, err
-	}
-	if err := r.ensureWorkloadNamespace(ctx, s); err != nil {
-		return proceed, err
-	}
-	if err := apply(ctx, s.workload.Cluster.GetClient(), secret); err != nil {
-		return proceed, redactToken(fmt.Errorf("writing secret %s/%s on the workload cluster: %w", s.workload.Namespace, KroCredentialSecretName, err),
-			secret.Data[KroCredentialTokenKey])
-	}
-	if current != nil {
-		r.Recorder.Eventf(s.kro, nil, corev1.EventTypeNormal, v1alpha1.ReasonCredentialRotated, "Rotate",
-			"kro's credential for the ControlPlane was copied anew from openmcp's secret %s/%s to secret %s/%s on the workload cluster",
-			grant.Namespace, grant.Name, s.workload.Namespace, KroCredentialSecretName)
-	}
-	return proceed, nil
-}
-
-// kroCredentialFromGrant is kro's credential secret made from openmcp's access secret:
-// server and CA from its kubeconfig, the token from it, the times from its keys.
-func kroCredentialFromGrant(kro *v1alpha1.Kro, provider, namespace string, grant *corev1.Secret, version string) (*corev1.Secret, error) {
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(grant.Data[clustersv1alpha1.SecretKeyKubeconfig])
-	if err != nil {
-		return nil, fmt.Errorf("openmcp's access secret %s/%s for kro: %w", grant.Namespace, grant.Name, err)
-	}
-	if cfg.BearerToken == "" {
-		return nil, fmt.Errorf("openmcp's access secret %s/%s for kro holds no bearer token, which kro's credential on a workload cluster needs", grant.Namespace, grant.Name)
-	}
-	ep, err := controlPlaneEndpoint(cfg)
-	if err != nil {
-		return nil, err
-	}
-	issued, expires := unixTime(grant.Data[clustersv1alpha1.SecretKeyCreationTimestamp]), unixTime(grant.Data[clustersv1alpha1.SecretKeyExpirationTimestamp])
-	if issued.IsZero() {
-		issued = grant.CreationTimestamp.Time
-	}
-	secret := newKroCredentialSecret(kro, provider, namespace, kroKubeconfig(ep.server, ep.tlsServerName, ep.insecure), ep.caData, []byte(cfg.BearerToken), issued, expires)
-	if expires.IsZero() {
-		delete(secret.Annotations, v1alpha1.AnnotationTokenExpires)
-	}
-	secret.Annotations[v1alpha1.AnnotationGrantVersion] = version
-	return secret, nil
-}
-
-// unixTime reads seconds since the epoch; zero when unreadable.
-func unixTime(data []byte) time.Time {
-	sec, err := strconv.ParseInt(string(data), 10, 64)
-	if err != nil || sec <= 0 {
-		return time.Time{}
-	}
-	return time.Unix(sec, 0).UTC()
-}
-
-// ensureWorkloadNamespace makes sure the tenant's namespace on the workload cluster
-// exists and is labelled the provider's for the Kro, so that it goes with the Kro
-// (workload_cleanup.go). Under openmcp, openmcp's cluster provider made it with the
-// provider's access, and the provider labels it (its rights there are get, patch and
-// delete of that one namespace).
-func (r *KroReconciler) ensureWorkloadNamespace(ctx context.Context, s *scope) error {
-	w := s.workload
-	labels := ownerLabels(s.kro, r.ProviderName, "")
-	if !w.NamespaceGranted {
-		return ensureNamespace(ctx, w.Cluster.GetClient(), w.Namespace, labels)
-	}
-	ns := &corev1.Namespace{}
-	err := w.Cluster.GetClient().Get(ctx, client.ObjectKey{Name: w.Namespace}, ns)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("reading namespace %s on the workload cluster: %w", w.Namespace, err)
-	}
-	if err == nil && labelsInclude(ns.Labels, labels) {
-		return nil
-	}
-	desired := &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
-		ObjectMeta: metav1.ObjectMeta{Name: w.Namespace, Labels: labels}}
-	if err := apply(ctx, w.Cluster.GetClient(), desired); err != nil {
-		return fmt.Errorf("labelling namespace %s on the workload cluster: %w", w.Namespace, err)
-	}
-	return nil
-}
-
-// labelsInclude tells whether have holds every label of want.
-func labelsInclude(have, want map[string]string) bool {
-	for k, v := range want {
-		if have[k] != v {
-			return false
-		}
-	}
-	return true
-}
-
-// grantedBy says, for a condition, who granted the workload cluster's access.
-func grantedBy(w *WorkloadClusterAccess) string {
-	if w.NamespaceGranted {
-		return ", which openmcp granted"
-	}
-	return ""
 }
 
 // firstErr is err, or else alt.

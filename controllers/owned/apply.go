@@ -1,4 +1,4 @@
-package controllers
+package owned
 
 import (
 	"context"
@@ -25,14 +25,14 @@ const AnnotationAppliedHash = v1alpha1.LabelPrefix + "applied-hash"
 // This keeps a reconcile with nothing to change from sending any request, also after a
 // restart of the provider.
 func applyUnlessCurrent(ctx context.Context, c client.Client, desired, current client.Object) error {
-	hash, err := stampHash(desired)
+	hash, err := StampHash(desired)
 	if err != nil {
 		return err
 	}
-	if err := c.Get(ctx, client.ObjectKeyFromObject(desired), current); err == nil && isCurrent(current, hash) {
+	if err := c.Get(ctx, client.ObjectKeyFromObject(desired), current); err == nil && IsCurrent(current, hash) {
 		return copyObject(current, desired)
 	}
-	return apply(ctx, c, desired)
+	return Apply(ctx, c, desired)
 }
 
 // copyObject makes into a copy of from, status included.
@@ -48,13 +48,13 @@ func copyObject(from, into client.Object) error {
 // may complete desired from it, and returns false to leave the object as it is for now.
 type prepareFunc func(current client.Object) (bool, error)
 
-// applyOwned is applyUnlessCurrent for an object that only the provider may write. The
+// ApplyOwned is applyUnlessCurrent for an object that only the provider may write. The
 // cache selects the provider's labels, so an object of the same name that the provider
 // did not make is not in it: when the cache has nothing, the API server is asked. An
 // object that exists without the provider's labels for this Kro is neither changed nor
 // taken over, and applyOwned returns false. prepare, when given, runs before the apply;
 // when it leaves an object as it is, desired holds that object, as after an apply.
-func applyOwned(ctx context.Context, c client.Client, reader client.Reader, desired, current client.Object, prepare prepareFunc) (bool, error) {
+func ApplyOwned(ctx context.Context, c client.Client, reader client.Reader, desired, current client.Object, prepare prepareFunc) (bool, error) {
 	key := client.ObjectKeyFromObject(desired)
 	err := c.Get(ctx, key, current)
 	if apierrors.IsNotFound(err) {
@@ -66,7 +66,7 @@ func applyOwned(ctx context.Context, c client.Client, reader client.Reader, desi
 	if err != nil {
 		return false, fmt.Errorf("reading %s: %w", key, err)
 	}
-	if !ownedAs(current, desired) {
+	if !As(current, desired) {
 		return false, nil
 	}
 	return true, applyPrepared(ctx, c, desired, current, current, prepare)
@@ -87,8 +87,8 @@ func applyPrepared(ctx context.Context, c client.Client, desired, found, current
 	return applyUnlessCurrent(ctx, c, desired, current)
 }
 
-// stampHash records the hash of desired in its AnnotationAppliedHash.
-func stampHash(desired client.Object) (string, error) {
+// StampHash records the hash of desired in its AnnotationAppliedHash.
+func StampHash(desired client.Object) (string, error) {
 	annotations := desired.GetAnnotations()
 	delete(annotations, AnnotationAppliedHash)
 	hash, err := appliedHash(desired)
@@ -112,14 +112,14 @@ func appliedHash(obj client.Object) (string, error) {
 	return hex.EncodeToString(sum[:16]), nil
 }
 
-func isCurrent(current client.Object, hash string) bool {
+func IsCurrent(current client.Object, hash string) bool {
 	return current.GetAnnotations()[AnnotationAppliedHash] == hash && current.GetDeletionTimestamp().IsZero() &&
-		!specWrittenByOthers(current)
+		!SpecWrittenByOthers(current)
 }
 
-// specWrittenByOthers tells whether a field manager other than the provider has written
+// SpecWrittenByOthers tells whether a field manager other than the provider has written
 // the object's spec.
-func specWrittenByOthers(current client.Object) bool {
+func SpecWrittenByOthers(current client.Object) bool {
 	for _, mf := range current.GetManagedFields() {
 		if mf.Manager == string(clusters.FieldOwner) || mf.Subresource != "" {
 			continue

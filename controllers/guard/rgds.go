@@ -1,8 +1,6 @@
-package controllers
+package guard
 
 import (
-	"fmt"
-
 	krov1alpha1 "github.com/kubernetes-sigs/kro/api/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -19,9 +17,9 @@ const maxStateReason = 128
 // maxNotReadyRGDs bounds the list of RGDs that are not Ready in the status.
 const maxNotReadyRGDs = 10
 
-// summarizeRGDs counts the RGDs and lists those that are not Ready, with the reason and
+// SummarizeRGDs counts the RGDs and lists those that are not Ready, with the reason and
 // message of their Ready condition. The list must be sorted by name.
-func summarizeRGDs(rgds []krov1alpha1.ResourceGraphDefinition) *v1alpha1.ResourceGraphDefinitionSummary {
+func SummarizeRGDs(rgds []krov1alpha1.ResourceGraphDefinition) *v1alpha1.ResourceGraphDefinitionSummary {
 	sum := &v1alpha1.ResourceGraphDefinitionSummary{Total: int32(len(rgds))}
 	for i := range rgds {
 		state := v1alpha1.ResourceGraphDefinitionState{Name: rgds[i].Name, Reason: "Pending", Message: "kro has not reported on it yet"}
@@ -32,7 +30,7 @@ func summarizeRGDs(rgds []krov1alpha1.ResourceGraphDefinition) *v1alpha1.Resourc
 			}
 			ready = c.Status == metav1.ConditionTrue
 			// kro's words, or a tenant's: the status's limits hold whatever they are.
-			state.Reason, state.Message = foreign.Reason(deref(c.Reason), maxStateReason), shortenMessage(deref(c.Message))
+			state.Reason, state.Message = foreign.Reason(deref(c.Reason), maxStateReason), foreign.Text(deref(c.Message), foreign.StatusMessageMax)
 			if state.Reason == "" {
 				state.Reason = string(c.Status)
 			}
@@ -46,23 +44,6 @@ func summarizeRGDs(rgds []krov1alpha1.ResourceGraphDefinition) *v1alpha1.Resourc
 		}
 	}
 	return sum
-}
-
-// rgdCondition turns the summary into the Kro's condition.
-func rgdCondition(obs *observation, sum *v1alpha1.ResourceGraphDefinitionSummary) {
-	notReady := sum.Total - sum.Ready
-	if notReady == 0 {
-		obs.set(v1alpha1.ConditionResourceGraphDefinitionsReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess,
-			fmt.Sprintf("%d ResourceGraphDefinitions on the ControlPlane, all Ready", sum.Total))
-		return
-	}
-	names := make([]string, 0, len(sum.NotReady))
-	for _, s := range sum.NotReady {
-		names = append(names, s.Name+" ("+s.Reason+")")
-	}
-	obs.set(v1alpha1.ConditionResourceGraphDefinitionsReady, metav1.ConditionFalse, v1alpha1.ReasonResourceGraphDefinitionsNotReady,
-		fmt.Sprintf("%d of %d ResourceGraphDefinitions on the ControlPlane are not Ready: %s; see status.resourceGraphDefinitions and each RGD's status",
-			notReady, sum.Total, listNames(names)))
 }
 
 func deref(s *string) string {

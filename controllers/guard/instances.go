@@ -1,4 +1,7 @@
-package controllers
+// Package guard reads what holds a deletion up and what a rollout's gate judges on a
+// ControlPlane: the ResourceGraphDefinitions, the instances kro generated from them, and kro's
+// health (its Deployment and the instances' readiness).
+package guard
 
 import (
 	"context"
@@ -15,6 +18,8 @@ import (
 	"k8s.io/client-go/metadata"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
+
+	"github.com/openmcp-project/service-provider-kro/controllers/foreign"
 )
 
 // kro's labels on the CRDs it generates for ResourceGraphDefinitions (kro v0.9.x,
@@ -43,12 +48,12 @@ func (c InstanceCount) String() string {
 // kro generated and their instances: a tenant decides how many there are and how large.
 const listPageSize = 100
 
-// instancesOf counts the instances of every CRD kro generated on the cluster, reading
+// InstancesOf counts the instances of every CRD kro generated on the cluster, reading
 // the API server directly: this runs only while a Kro is being deleted, so it costs
 // nothing otherwise. Each kind costs one metadata-only request of one object, whatever
 // its instances weigh (countObjects). Kinds without instances are left out; the result
 // is sorted by resource.
-func instancesOf(ctx context.Context, cl cluster.Cluster) ([]InstanceCount, error) {
+func InstancesOf(ctx context.Context, cl cluster.Cluster) ([]InstanceCount, error) {
 	kinds, err := generatedKinds(ctx, cl)
 	if err != nil {
 		return nil, err
@@ -249,17 +254,17 @@ func servedVersion(crd *apiextensionsv1.CustomResourceDefinition) string {
 	return served
 }
 
-// listInstances joins instance counts for a message.
-func listInstances(counts []InstanceCount) string {
+// ListInstances joins instance counts for a message.
+func ListInstances(counts []InstanceCount) string {
 	parts := make([]string, 0, len(counts))
 	for _, c := range counts {
 		parts = append(parts, c.String())
 	}
-	return listNames(parts)
+	return foreign.List(parts, foreign.StatusNamesMax)
 }
 
-// totalInstances adds the counts up.
-func totalInstances(counts []InstanceCount) int {
+// TotalInstances adds the counts up.
+func TotalInstances(counts []InstanceCount) int {
 	n := 0
 	for _, c := range counts {
 		n += c.Count
@@ -267,8 +272,8 @@ func totalInstances(counts []InstanceCount) int {
 	return n
 }
 
-// rgdsOfInstances names the RGDs behind the counts, for the advice in a message.
-func rgdsOfInstances(counts []InstanceCount) string {
+// RgdsOfInstances names the RGDs behind the counts, for the advice in a message.
+func RgdsOfInstances(counts []InstanceCount) string {
 	seen := map[string]bool{}
 	var names []string
 	for _, c := range counts {

@@ -1,4 +1,8 @@
-package controllers
+// Package reach is how the provider reaches the clusters of a Kro: the ControlPlane through
+// its kubeconfig (a labelled secret, or an AccessRequest under openmcp), the workload
+// cluster kro may run on, and the live cluster it engages for each; and where kro runs
+// (Site). It holds the access, not what is done with it.
+package reach
 
 import (
 	"context"
@@ -25,6 +29,8 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
+	"github.com/openmcp-project/service-provider-kro/controllers/guard"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/providers/controlplane"
 )
 
@@ -50,15 +56,15 @@ type ControlPlaneAccess struct {
 	// name. It fails with errRGDsUnknown while the provider cannot tell yet.
 	ResourceGraphDefinitions func(context.Context) ([]krov1alpha1.ResourceGraphDefinition, error)
 	// Instances counts the instances of the CRDs kro generated, from the API server.
-	Instances func(context.Context) ([]InstanceCount, error)
+	Instances func(context.Context) ([]guard.InstanceCount, error)
 }
 
-// rgdCRDName is the CRD that kro's chart installs; until it exists a ControlPlane has no
+// RgdCRDName is the CRD that kro's chart installs; until it exists a ControlPlane has no
 // ResourceGraphDefinitions to watch.
-const rgdCRDName = "resourcegraphdefinitions.kro.run"
+const RgdCRDName = "resourcegraphdefinitions.kro.run"
 
-// errRGDsUnknown: the ControlPlane has not been checked for kro's CRD yet.
-var errRGDsUnknown = errors.New("the provider is still checking the ControlPlane for kro's CRD")
+// ErrRGDsUnknown: the ControlPlane has not been checked for kro's CRD yet.
+var ErrRGDsUnknown = errors.New("the provider is still checking the ControlPlane for kro's CRD")
 
 // errRGDsNotSynced: kro's CRD exists but the provider's RGD watch has not synced yet,
 // which counts as unknown (errors.Is(err, errRGDsUnknown)).
@@ -67,10 +73,10 @@ var errRGDsNotSynced error = rgdsNotSyncedError{}
 type rgdsNotSyncedError struct{}
 
 func (rgdsNotSyncedError) Error() string {
-	return "kro's CRD " + rgdCRDName + " exists but the provider's watch of ResourceGraphDefinitions has not synced yet"
+	return "kro's CRD " + RgdCRDName + " exists but the provider's watch of ResourceGraphDefinitions has not synced yet"
 }
 
-func (rgdsNotSyncedError) Is(target error) bool { return target == errRGDsUnknown }
+func (rgdsNotSyncedError) Is(target error) bool { return target == ErrRGDsUnknown }
 
 // ControlPlanes gives access to the tenants' ControlPlanes.
 type ControlPlanes interface {
@@ -128,16 +134,16 @@ type NotAvailableError struct {
 
 func (e *NotAvailableError) Error() string { return e.Message }
 
-// reason is the condition reason for the situation.
-func (e *NotAvailableError) reason() string {
+// ConditionReason is the condition reason for the situation.
+func (e *NotAvailableError) ConditionReason() string {
 	if e.Reason != "" {
 		return e.Reason
 	}
 	return v1alpha1.ReasonReconciling
 }
 
-// asNotAvailable unwraps a *NotAvailableError.
-func asNotAvailable(err error) (*NotAvailableError, bool) {
+// AsNotAvailable unwraps a *NotAvailableError.
+func AsNotAvailable(err error) (*NotAvailableError, bool) {
 	var na *NotAvailableError
 	ok := errors.As(err, &na)
 	return na, ok
@@ -155,24 +161,24 @@ const (
 	AccessOpenMCP AccessMode = "openmcp"
 )
 
-// engagedControlPlanes engages one cluster per ControlPlane with the multicluster
+// Engaged engages one cluster per ControlPlane with the multicluster
 // provider, from the kubeconfig its access mode finds, and reads RGDs from that
 // cluster's live cache.
-type engagedControlPlanes struct {
-	mode         AccessMode
-	providerName string
-	platform     client.Client // cached: AccessRequests
-	reader       client.Reader // uncached: openmcp's access secrets are not cached
-	kubeconfigs  cache.Cache   // see accessCache
+type Engaged struct {
+	Mode         AccessMode
+	ProviderName string
+	Platform     client.Client // cached: AccessRequests
+	Reader       client.Reader // uncached: openmcp's access secrets are not cached
+	Kubeconfigs  cache.Cache   // see accessCache
 	// workloadKubeconfigs watches the labelled workload cluster kubeconfigs (standalone).
-	workloadKubeconfigs cache.Cache
-	provider            *controlplane.Provider
-	events              *controlplane.Events
+	WorkloadKubeconfigs cache.Cache
+	Provider            *controlplane.Provider
+	Events              *controlplane.Events
 }
 
-// accessCache watches where ControlPlane kubeconfigs come from on the platform cluster:
+// AccessCache watches where ControlPlane kubeconfigs come from on the platform cluster:
 // the labelled kubeconfig secrets (standalone) or the provider's AccessRequests (openmcp).
-func accessCache(platform cluster.Cluster, mode AccessMode, providerName string) (cache.Cache, error) {
+func AccessCache(platform cluster.Cluster, mode AccessMode, providerName string) (cache.Cache, error) {
 	byObject := map[client.Object]cache.ByObject{
 		&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{v1alpha1.LabelControlPlaneKubeconfig: "true"})},
 	}
@@ -187,7 +193,7 @@ func accessCache(platform cluster.Cluster, mode AccessMode, providerName string)
 			accessSecretMetadata(): {},
 		}
 	}
-	return cache.New(platform.GetConfig(), cache.Options{Scheme: platform.GetScheme(), ByObject: byObject, DefaultTransform: CompactManagedFields})
+	return cache.New(platform.GetConfig(), cache.Options{Scheme: platform.GetScheme(), ByObject: byObject, DefaultTransform: owned.CompactManagedFields})
 }
 
 // accessSecretMetadata is the metadata of a Secret, for a metadata-only informer.
@@ -197,35 +203,35 @@ func accessSecretMetadata() *metav1.PartialObjectMetadata {
 	return m
 }
 
-func (c *engagedControlPlanes) Sources(inTenantNamespace handler.EventHandler) []source.Source {
-	srcs := []source.Source{c.events.Source()}
-	switch c.mode {
+func (c *Engaged) Sources(inTenantNamespace handler.EventHandler) []source.Source {
+	srcs := []source.Source{c.Events.Source()}
+	switch c.Mode {
 	case AccessOpenMCP:
 		// A granted (or re-granted) AccessRequest brings the Kro back, and so does a
 		// change of any secret in the tenant namespace: openmcp's cluster providers rotate
 		// the access secret in place, and the reconcile reads it and re-engages.
 		srcs = append(srcs,
-			source.Kind[client.Object](c.kubeconfigs, &clustersv1alpha1.AccessRequest{}, inTenantNamespace),
-			source.Kind[client.Object](c.kubeconfigs, &clustersv1alpha1.ClusterRequest{}, inTenantNamespace),
-			source.Kind[client.Object](c.kubeconfigs, accessSecretMetadata(), inTenantNamespace, predicate.ResourceVersionChangedPredicate{}))
+			source.Kind[client.Object](c.Kubeconfigs, &clustersv1alpha1.AccessRequest{}, inTenantNamespace),
+			source.Kind[client.Object](c.Kubeconfigs, &clustersv1alpha1.ClusterRequest{}, inTenantNamespace),
+			source.Kind[client.Object](c.Kubeconfigs, accessSecretMetadata(), inTenantNamespace, predicate.ResourceVersionChangedPredicate{}))
 	default:
-		srcs = append(srcs, source.Kind[client.Object](c.kubeconfigs, &corev1.Secret{}, inTenantNamespace))
-		if c.workloadKubeconfigs != nil {
-			srcs = append(srcs, source.Kind[client.Object](c.workloadKubeconfigs, &corev1.Secret{}, inTenantNamespace))
+		srcs = append(srcs, source.Kind[client.Object](c.Kubeconfigs, &corev1.Secret{}, inTenantNamespace))
+		if c.WorkloadKubeconfigs != nil {
+			srcs = append(srcs, source.Kind[client.Object](c.WorkloadKubeconfigs, &corev1.Secret{}, inTenantNamespace))
 		}
 	}
 	return srcs
 }
 
-func (c *engagedControlPlanes) Access(ctx context.Context, kro *v1alpha1.Kro) (*ControlPlaneAccess, error) {
-	tenantNamespace, err := TenantNamespace(kro)
+func (c *Engaged) Access(ctx context.Context, kro *v1alpha1.Kro) (*ControlPlaneAccess, error) {
+	tenantNamespace, err := owned.TenantNamespace(kro)
 	if err != nil {
 		return nil, err
 	}
 	name := controlplane.ClusterName(client.ObjectKeyFromObject(kro))
 	secret, kubeconfig, err := c.kubeconfig(ctx, kro, tenantNamespace)
-	if na, ok := asNotAvailable(err); ok && (na.Gone || na.Missing) {
-		c.provider.Remove(ctx, name)
+	if na, ok := AsNotAvailable(err); ok && (na.Gone || na.Missing) {
+		c.Provider.Remove(ctx, name)
 	}
 	if err != nil {
 		return nil, err
@@ -238,9 +244,9 @@ func (c *engagedControlPlanes) Access(ctx context.Context, kro *v1alpha1.Kro) (*
 		Cluster:    cl,
 		Client:     cl.GetClient(),
 		Reader:     cl.GetAPIReader(),
-		Kubeconfig: SecretKey{Name: secret, Key: KubeconfigKey},
+		Kubeconfig: SecretKey{Name: secret, Key: owned.KubeconfigKey},
 		ResourceGraphDefinitions: func(ctx context.Context) ([]krov1alpha1.ResourceGraphDefinition, error) {
-			switch c.events.KindWatch(name, cl) {
+			switch c.Events.KindWatch(name, cl) {
 			case controlplane.KindNoCRD:
 				// The watch of kro's CRD may lag behind, and the RGD informer syncs only
 				// after the CRD is there: a CRD that exists already means RGDs may exist
@@ -248,12 +254,12 @@ func (c *engagedControlPlanes) Access(ctx context.Context, kro *v1alpha1.Kro) (*
 				// means none.
 				crd := &metav1.PartialObjectMetadata{}
 				crd.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
-				err := cl.GetAPIReader().Get(ctx, client.ObjectKey{Name: rgdCRDName}, crd)
+				err := cl.GetAPIReader().Get(ctx, client.ObjectKey{Name: RgdCRDName}, crd)
 				switch {
 				case apierrors.IsNotFound(err):
 					return nil, nil
 				case err != nil:
-					return nil, fmt.Errorf("reading CRD %s: %w", rgdCRDName, err)
+					return nil, fmt.Errorf("reading CRD %s: %w", RgdCRDName, err)
 				case !crd.DeletionTimestamp.IsZero():
 					return nil, nil
 				}
@@ -266,56 +272,56 @@ func (c *engagedControlPlanes) Access(ctx context.Context, kro *v1alpha1.Kro) (*
 				sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
 				return list.Items, nil
 			default:
-				return nil, errRGDsUnknown
+				return nil, ErrRGDsUnknown
 			}
 		},
-		Instances: func(ctx context.Context) ([]InstanceCount, error) { return instancesOf(ctx, cl) },
+		Instances: func(ctx context.Context) ([]guard.InstanceCount, error) { return guard.InstancesOf(ctx, cl) },
 	}, nil
 }
 
-func (c *engagedControlPlanes) Disengage(ctx context.Context, kro types.NamespacedName) {
-	c.provider.Remove(ctx, controlplane.ClusterName(kro))
+func (c *Engaged) Disengage(ctx context.Context, kro types.NamespacedName) {
+	c.Provider.Remove(ctx, controlplane.ClusterName(kro))
 	c.DisengageWorkloadCluster(ctx, kro)
 }
 
-func (c *engagedControlPlanes) Release(ctx context.Context, kro *v1alpha1.Kro) (bool, error) {
+func (c *Engaged) Release(ctx context.Context, kro *v1alpha1.Kro) (bool, error) {
 	key := client.ObjectKeyFromObject(kro)
-	c.provider.Remove(ctx, controlplane.ClusterName(key))
+	c.Provider.Remove(ctx, controlplane.ClusterName(key))
 	withdrawn, err := c.ReleaseWorkloadCluster(ctx, key)
-	if err != nil || c.mode != AccessOpenMCP {
+	if err != nil || c.Mode != AccessOpenMCP {
 		return withdrawn, err
 	}
 	if err := c.withdrawKroAccess(ctx, key); err != nil {
 		return false, err
 	}
-	ar, err := clusters.NewAccessRequest(c.providerName, key)
+	ar, err := clusters.NewAccessRequest(c.ProviderName, key)
 	if err != nil {
 		return false, err
 	}
-	if err := c.platform.Delete(ctx, ar); client.IgnoreNotFound(err) != nil {
+	if err := c.Platform.Delete(ctx, ar); client.IgnoreNotFound(err) != nil {
 		return false, fmt.Errorf("deleting AccessRequest %s/%s: %w", ar.Namespace, ar.Name, err)
 	}
 	return withdrawn, nil
 }
 
 // kubeconfig finds the ControlPlane's kubeconfig secret and its content.
-func (c *engagedControlPlanes) kubeconfig(ctx context.Context, kro *v1alpha1.Kro, tenantNamespace string) (string, []byte, error) {
-	if c.mode == AccessOpenMCP {
+func (c *Engaged) kubeconfig(ctx context.Context, kro *v1alpha1.Kro, tenantNamespace string) (string, []byte, error) {
+	if c.Mode == AccessOpenMCP {
 		return c.openmcpKubeconfig(ctx, kro)
 	}
-	secret, err := firstSecret(ctx, c.kubeconfigs, tenantNamespace)
+	secret, err := firstSecret(ctx, c.Kubeconfigs, tenantNamespace)
 	if err != nil || secret != nil {
 		return secretKubeconfig(secret, err, "the ControlPlane's")
 	}
 	return "", nil, &NotAvailableError{Missing: true, Reason: v1alpha1.ReasonControlPlaneAccessMissing, Message: fmt.Sprintf(
 		"waiting for the ControlPlane's kubeconfig: a Secret in namespace %s on the platform cluster labelled %s=true with the key %q",
-		tenantNamespace, v1alpha1.LabelControlPlaneKubeconfig, KubeconfigKey)}
+		tenantNamespace, v1alpha1.LabelControlPlaneKubeconfig, owned.KubeconfigKey)}
 }
 
 // openmcpKubeconfig keeps the ControlPlane's AccessRequest in place and reads the secret
 // openmcp wrote for it once granted.
-func (c *engagedControlPlanes) openmcpKubeconfig(ctx context.Context, kro *v1alpha1.Kro) (string, []byte, error) {
-	desired, err := clusters.NewAccessRequest(c.providerName, client.ObjectKeyFromObject(kro))
+func (c *Engaged) openmcpKubeconfig(ctx context.Context, kro *v1alpha1.Kro) (string, []byte, error) {
+	desired, err := clusters.NewAccessRequest(c.ProviderName, client.ObjectKeyFromObject(kro))
 	if err != nil {
 		return "", nil, err
 	}
@@ -337,7 +343,7 @@ func (c *engagedControlPlanes) openmcpKubeconfig(ctx context.Context, kro *v1alp
 // grantedKubeconfig keeps an AccessRequest of the provider's as desired (it is applied
 // when missing, or when its token's rights differ) and reads the secret openmcp wrote
 // for it once granted. denied says what a denied request means.
-func (c *engagedControlPlanes) grantedKubeconfig(ctx context.Context, desired *clustersv1alpha1.AccessRequest, whose string,
+func (c *Engaged) grantedKubeconfig(ctx context.Context, desired *clustersv1alpha1.AccessRequest, whose string,
 	denied func(*clustersv1alpha1.AccessRequest) *NotAvailableError) (string, []byte, error) {
 	ar, err := c.grantedAccessRequest(ctx, desired)
 	if err != nil {
@@ -351,7 +357,7 @@ func (c *engagedControlPlanes) grantedKubeconfig(ctx context.Context, desired *c
 		return "", nil, &NotAvailableError{Message: err.Error()}
 	}
 	secret := &corev1.Secret{}
-	if err := c.reader.Get(ctx, types.NamespacedName{Namespace: ar.Namespace, Name: name}, secret); err != nil {
+	if err := c.Reader.Get(ctx, types.NamespacedName{Namespace: ar.Namespace, Name: name}, secret); err != nil {
 		if apierrors.IsNotFound(err) {
 			return "", nil, &NotAvailableError{Message: fmt.Sprintf("AccessRequest %s/%s names secret %s, which does not exist", ar.Namespace, ar.Name, name)}
 		}
@@ -363,16 +369,16 @@ func (c *engagedControlPlanes) grantedKubeconfig(ctx context.Context, desired *c
 // grantedAccessRequest returns the AccessRequest as the cache has it, after applying
 // desired when it is missing (then it returns a *NotAvailableError: openmcp has yet to
 // grant it) or asks for other rights than desired.
-func (c *engagedControlPlanes) grantedAccessRequest(ctx context.Context, desired *clustersv1alpha1.AccessRequest) (*clustersv1alpha1.AccessRequest, error) {
+func (c *Engaged) grantedAccessRequest(ctx context.Context, desired *clustersv1alpha1.AccessRequest) (*clustersv1alpha1.AccessRequest, error) {
 	ar := &clustersv1alpha1.AccessRequest{}
-	err := c.kubeconfigs.Get(ctx, client.ObjectKeyFromObject(desired), ar)
+	err := c.Kubeconfigs.Get(ctx, client.ObjectKeyFromObject(desired), ar)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("reading AccessRequest %s/%s: %w", desired.Namespace, desired.Name, err)
 	}
 	if err == nil && equality.Semantic.DeepEqual(ar.Spec.Token, desired.Spec.Token) {
 		return ar, nil
 	}
-	if err := apply(ctx, c.platform, desired); err != nil {
+	if err := owned.Apply(ctx, c.Platform, desired); err != nil {
 		return nil, fmt.Errorf("requesting access with AccessRequest %s/%s: %w", desired.Namespace, desired.Name, err)
 	}
 	return nil, &NotAvailableError{Message: fmt.Sprintf("waiting for openmcp to grant AccessRequest %s/%s", desired.Namespace, desired.Name)}
@@ -382,10 +388,10 @@ func (c *engagedControlPlanes) grantedAccessRequest(ctx context.Context, desired
 // refers to (from the cache, whose watch brings the Kro back when it changes), and the
 // Cluster it was granted (uncached, only during a deletion): either one gone or being
 // deleted means the ControlPlane is going for good. It returns nil when both are there.
-func (c *engagedControlPlanes) controlPlaneGone(ctx context.Context, ar *clustersv1alpha1.AccessRequest) (*NotAvailableError, error) {
+func (c *Engaged) controlPlaneGone(ctx context.Context, ar *clustersv1alpha1.AccessRequest) (*NotAvailableError, error) {
 	ref := ar.Spec.RequestRef
 	cr := &clustersv1alpha1.ClusterRequest{}
-	switch err := c.kubeconfigs.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, cr); {
+	switch err := c.Kubeconfigs.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, cr); {
 	case apierrors.IsNotFound(err):
 		return goneBecause("its ClusterRequest %s/%s is gone", ref.Namespace, ref.Name), nil
 	case err != nil:
@@ -397,7 +403,7 @@ func (c *engagedControlPlanes) controlPlaneGone(ctx context.Context, ar *cluster
 	}
 	cref := cr.Status.Cluster
 	cl := &clustersv1alpha1.Cluster{}
-	switch err := c.reader.Get(ctx, client.ObjectKey{Namespace: cref.Namespace, Name: cref.Name}, cl); {
+	switch err := c.Reader.Get(ctx, client.ObjectKey{Namespace: cref.Namespace, Name: cref.Name}, cl); {
 	case apierrors.IsNotFound(err):
 		return goneBecause("its Cluster %s/%s is gone", cref.Namespace, cref.Name), nil
 	case err != nil:
@@ -426,9 +432,9 @@ func secretKubeconfig(secret *corev1.Secret, err error, whose string) (string, [
 	if err != nil {
 		return "", nil, err
 	}
-	data := secret.Data[KubeconfigKey]
+	data := secret.Data[owned.KubeconfigKey]
 	if len(data) == 0 {
-		return secret.Name, nil, &NotAvailableError{Message: fmt.Sprintf("%s kubeconfig secret %s/%s has no key %q", whose, secret.Namespace, secret.Name, KubeconfigKey)}
+		return secret.Name, nil, &NotAvailableError{Message: fmt.Sprintf("%s kubeconfig secret %s/%s has no key %q", whose, secret.Namespace, secret.Name, owned.KubeconfigKey)}
 	}
 	return secret.Name, data, nil
 }

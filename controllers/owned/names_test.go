@@ -1,4 +1,4 @@
-package controllers
+package owned
 
 import (
 	"strings"
@@ -23,18 +23,18 @@ func TestDerivedNamesAreValidAndBounded(t *testing.T) {
 	g.Expect(again).To(Equal(ns), "stable")
 
 	for _, src := range []string{"regcred", strings.Repeat("s", 253), strings.Repeat("s", 249) + ".x.y"} {
-		name := chartSecretCopyName("kro", src)
+		name := ChartSecretCopyName("kro", src)
 		g.Expect(validation.IsDNS1123Subdomain(name)).To(BeEmpty(), name)
 		g.Expect(name).To(HavePrefix("kro-"))
 	}
-	g.Expect(chartSecretCopyName("kro", "regcred")).To(Equal("kro-regcred"))
-	g.Expect(chartSecretCopyName("kro", strings.Repeat("s", 253))).NotTo(Equal(chartSecretCopyName("kro", strings.Repeat("s", 252)+"t")), "hash keeps them apart")
+	g.Expect(ChartSecretCopyName("kro", "regcred")).To(Equal("kro-regcred"))
+	g.Expect(ChartSecretCopyName("kro", strings.Repeat("s", 253))).NotTo(Equal(ChartSecretCopyName("kro", strings.Repeat("s", 252)+"t")), "hash keeps them apart")
 
-	for k, v := range ownerLabels(long, "kro", v1alpha1.RoleChartPullSecret) {
+	for k, v := range Labels(long, "kro", v1alpha1.RoleChartPullSecret) {
 		g.Expect(validation.IsQualifiedName(k)).To(BeEmpty(), k)
 		g.Expect(validation.IsValidLabelValue(v)).To(BeEmpty(), k+"="+v)
 	}
-	g.Expect(ownerAnnotations(long)).To(HaveKeyWithValue(v1alpha1.AnnotationKro, long.Namespace+"/"+long.Name))
-	g.Expect(validation.IsDNS1035Label(fluxObjectName("kro"))).To(BeEmpty())
+	g.Expect(Annotations(long)).To(HaveKeyWithValue(v1alpha1.AnnotationKro, long.Namespace+"/"+long.Name))
+	g.Expect(validation.IsDNS1035Label(FluxObjectName("kro"))).To(BeEmpty())
 	g.Expect(foreign.LabelValue("cp-1")).To(Equal("cp-1"))
 }

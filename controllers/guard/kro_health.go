@@ -1,4 +1,4 @@
-package controllers
+package guard
 
 import (
 	"context"
@@ -41,15 +41,22 @@ const kroInstanceReady = "Ready"
 // maxNotReadyInstances bounds the instances that are not Ready named in the status.
 const maxNotReadyInstances = 5
 
-// readKroHealth reads kro's health on the ControlPlane, for the revision being installed.
+// KroDeployment is where kro's Deployment runs: the cluster, the namespace and the Helm
+// release, and the cluster's name for messages.
+type KroDeployment struct {
+	Cluster                   cluster.Cluster
+	Namespace, Release, Where string
+}
+
+// ReadKroHealth reads kro's health on the ControlPlane, for the revision being installed.
 // The instances are on the ControlPlane, kro's Deployment where kro runs (site). Those
 // created after since (the Kro's admission) are counted apart, in NewInstances.
-func readKroHealth(ctx context.Context, cl cluster.Cluster, site kroSite, revision string, since time.Time) (*v1alpha1.RolloutHealth, error) {
+func ReadKroHealth(ctx context.Context, cl cluster.Cluster, site KroDeployment, revision string, since time.Time) (*v1alpha1.RolloutHealth, error) {
 	h := &v1alpha1.RolloutHealth{Revision: revision}
 	if err := countInstances(ctx, cl, h, since); err != nil {
 		return nil, err
 	}
-	dyn, err := dynamic.NewForConfigAndClient(site.cluster.GetConfig(), site.cluster.GetHTTPClient())
+	dyn, err := dynamic.NewForConfigAndClient(site.Cluster.GetConfig(), site.Cluster.GetHTTPClient())
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +93,7 @@ func countInstances(ctx context.Context, cl cluster.Cluster, h *v1alpha1.Rollout
 	return nil
 }
 
-// listedInstance is what the health read keeps of an instance.
+// ListedInstance is what the health read keeps of an instance.
 type listedInstance struct {
 	Metadata struct {
 		Namespace         string      `json:"namespace"`
@@ -105,7 +112,7 @@ type instanceCondition struct {
 	Reason string `json:"reason"`
 }
 
-// instanceConditions are the conditions of an instance, none if its status has none in
+// InstanceConditions are the conditions of an instance, none if its status has none in
 // the shape kro writes.
 func (i *listedInstance) instanceConditions() []instanceCondition {
 	var st struct {
@@ -204,7 +211,7 @@ func expectDelim(dec *json.Decoder, d json.Delim) error {
 	return nil
 }
 
-// countInstance adds one instance to the counts: to NewInstances when it was created
+// CountInstance adds one instance to the counts: to NewInstances when it was created
 // after since. Creation times and since are kept to the second; an instance of the
 // admission's second counts as old.
 func countInstance(h *v1alpha1.RolloutHealth, kind string, i *listedInstance, since time.Time) {
@@ -229,7 +236,7 @@ func countInstance(h *v1alpha1.RolloutHealth, kind string, i *listedInstance, si
 	}
 }
 
-// instanceReady reads an instance's Ready condition; the reason says why it is not True.
+// InstanceReady reads an instance's Ready condition; the reason says why it is not True.
 func instanceReady(conds []instanceCondition) (bool, string) {
 	for _, c := range conds {
 		if c.Type != kroInstanceReady {
@@ -249,32 +256,32 @@ func instanceReady(conds []instanceCondition) (bool, string) {
 
 // deploymentHealth reads the Deployments of kro's release where kro runs (the chart
 // labels them with the release's name): each must have finished its rollout.
-func deploymentHealth(ctx context.Context, dyn dynamic.Interface, site kroSite, h *v1alpha1.RolloutHealth) error {
-	list, err := dyn.Resource(appsv1.SchemeGroupVersion.WithResource("deployments")).Namespace(site.namespace).
-		List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + site.release})
+func deploymentHealth(ctx context.Context, dyn dynamic.Interface, site KroDeployment, h *v1alpha1.RolloutHealth) error {
+	list, err := dyn.Resource(appsv1.SchemeGroupVersion.WithResource("deployments")).Namespace(site.Namespace).
+		List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + site.Release})
 	if err != nil {
-		return fmt.Errorf("listing kro's Deployments in %s on %s: %w", site.namespace, site.where, err)
+		return fmt.Errorf("listing kro's Deployments in %s on %s: %w", site.Namespace, site.Where, err)
 	}
 	if len(list.Items) == 0 {
-		h.Deployment = fmt.Sprintf("no Deployment of release %s in %s on %s", site.release, site.namespace, site.where)
+		h.Deployment = fmt.Sprintf("no Deployment of release %s in %s on %s", site.Release, site.Namespace, site.Where)
 		return nil
 	}
 	h.DeploymentAvailable = true
 	for i := range list.Items {
 		d := &appsv1.Deployment{}
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(list.Items[i].Object, d); err != nil {
-			return fmt.Errorf("reading Deployment %s/%s: %w", site.namespace, list.Items[i].GetName(), err)
+			return fmt.Errorf("reading Deployment %s/%s: %w", site.Namespace, list.Items[i].GetName(), err)
 		}
 		done, msg := deploymentDone(d)
 		h.DeploymentAvailable = h.DeploymentAvailable && done
 		if !done || h.Deployment == "" {
-			h.Deployment = shortenMessage(msg)
+			h.Deployment = foreign.Text(msg, foreign.StatusMessageMax)
 		}
 	}
 	return nil
 }
 
-// deploymentDone tells whether a Deployment has finished rolling out its current spec:
+// DeploymentDone tells whether a Deployment has finished rolling out its current spec:
 // the controller saw the spec, and every replica is updated and available.
 func deploymentDone(d *appsv1.Deployment) (bool, string) {
 	want := int32(1)

@@ -1,4 +1,4 @@
-package controllers
+package reach
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -17,6 +16,8 @@ import (
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
 	"github.com/openmcp-project/service-provider-kro/controllers/foreign"
+	"github.com/openmcp-project/service-provider-kro/controllers/guard"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/providers/controlplane"
 )
 
@@ -27,31 +28,36 @@ import (
 // tenant's own cluster name (controlplane.WorkloadClusterName), with a live cache of the
 // provider's secrets in the tenant's namespace there.
 
-// kroSite is where kro's controller runs for a Kro: kro-system on its ControlPlane, or
+// Site is where kro's controller runs for a Kro: kro-system on its ControlPlane, or
 // the tenant's namespace on a workload cluster. Image pull secrets go there, and a
 // rollout's gate reads kro's Deployment there.
-type kroSite struct {
+type Site struct {
 	// cluster is the engaged cluster (its cache holds the provider's secrets there).
-	cluster cluster.Cluster
+	Cluster cluster.Cluster
 	// namespace is where kro runs, and release the Helm release's name.
-	namespace, release string
+	Namespace, Release string
 	// where names the cluster for messages, and label for ManagedResource.Cluster.
-	where, label string
+	Where, Label string
 }
 
-// controlPlaneSite is kro inside the ControlPlane.
-func controlPlaneSite(cp *ControlPlaneAccess) kroSite {
-	return kroSite{cluster: cp.Cluster, namespace: KroNamespace, release: ReleaseName, where: "the ControlPlane", label: controlPlaneCluster}
+// Deployment is where kro's Deployment runs, for the rollout's health read.
+func (s Site) Deployment() guard.KroDeployment {
+	return guard.KroDeployment{Cluster: s.Cluster, Namespace: s.Namespace, Release: s.Release, Where: s.Where}
 }
 
-// workloadSite is kro on the tenant's workload cluster.
-func workloadSite(w *WorkloadClusterAccess) kroSite {
-	return kroSite{cluster: w.Cluster, namespace: w.Namespace, release: w.Namespace, where: "the workload cluster", label: workloadClusterLabel}
+// ControlPlaneSite is kro inside the ControlPlane.
+func ControlPlaneSite(cp *ControlPlaneAccess) Site {
+	return Site{Cluster: cp.Cluster, Namespace: owned.KroNamespace, Release: owned.ReleaseName, Where: "the ControlPlane", Label: owned.ControlPlaneCluster}
 }
 
-// workloadClusterLabel is the value of ManagedResource.Cluster for objects on the
+// WorkloadSite is kro on the tenant's workload cluster.
+func WorkloadSite(w *WorkloadClusterAccess) Site {
+	return Site{Cluster: w.Cluster, Namespace: w.Namespace, Release: w.Namespace, Where: "the workload cluster", Label: WorkloadClusterLabel}
+}
+
+// WorkloadClusterLabel is the value of ManagedResource.Cluster for objects on the
 // workload cluster.
-const workloadClusterLabel = "workload"
+const WorkloadClusterLabel = "workload"
 
 // WorkloadClusterAccess is how the provider and Flux reach the workload cluster a Kro's
 // kro runs on.
@@ -97,9 +103,9 @@ func WorkloadClusterOptions(name multicluster.ClusterName) []cluster.Option {
 		labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue}), nil)}
 }
 
-// workloadKubeconfigCache watches the labelled workload cluster kubeconfig secrets on the
+// WorkloadKubeconfigCache watches the labelled workload cluster kubeconfig secrets on the
 // platform cluster (standalone).
-func workloadKubeconfigCache(platform cluster.Cluster) (cache.Cache, error) {
+func WorkloadKubeconfigCache(platform cluster.Cluster) (cache.Cache, error) {
 	return cache.New(platform.GetConfig(), cache.Options{Scheme: platform.GetScheme(), ByObject: map[client.Object]cache.ByObject{
 		&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{v1alpha1.LabelWorkloadClusterKubeconfig: "true"})},
 	}})
@@ -107,9 +113,9 @@ func workloadKubeconfigCache(platform cluster.Cluster) (cache.Cache, error) {
 
 // WorkloadCluster returns the access to the workload cluster of a Kro, engaging it, or a
 // *NotAvailableError while there is none.
-func (c *engagedControlPlanes) WorkloadCluster(ctx context.Context, kro *v1alpha1.Kro, ask bool) (*WorkloadClusterAccess, error) {
+func (c *Engaged) WorkloadCluster(ctx context.Context, kro *v1alpha1.Kro, ask bool) (*WorkloadClusterAccess, error) {
 	key := client.ObjectKeyFromObject(kro)
-	tenantNamespace, err := TenantNamespace(kro)
+	tenantNamespace, err := owned.TenantNamespace(kro)
 	if err != nil {
 		return nil, err
 	}
@@ -119,8 +125,8 @@ func (c *engagedControlPlanes) WorkloadCluster(ctx context.Context, kro *v1alpha
 	}
 	name := controlplane.WorkloadClusterName(key)
 	secret, kubeconfig, err := c.workloadKubeconfig(ctx, kro, tenantNamespace, ask)
-	if na, ok := asNotAvailable(err); ok && na.Missing {
-		c.provider.Remove(ctx, name)
+	if na, ok := AsNotAvailable(err); ok && na.Missing {
+		c.Provider.Remove(ctx, name)
 	}
 	if err != nil {
 		return nil, err
@@ -129,47 +135,47 @@ func (c *engagedControlPlanes) WorkloadCluster(ctx context.Context, kro *v1alpha
 	if err != nil {
 		return nil, err
 	}
-	return &WorkloadClusterAccess{Cluster: cl, Kubeconfig: SecretKey{Name: secret, Key: KubeconfigKey}, Namespace: ns,
-		NamespaceGranted: c.mode == AccessOpenMCP}, nil
+	return &WorkloadClusterAccess{Cluster: cl, Kubeconfig: SecretKey{Name: secret, Key: owned.KubeconfigKey}, Namespace: ns,
+		NamespaceGranted: c.Mode == AccessOpenMCP}, nil
 }
 
-func (c *engagedControlPlanes) DisengageWorkloadCluster(ctx context.Context, kro types.NamespacedName) {
-	c.provider.Remove(ctx, controlplane.WorkloadClusterName(kro))
+func (c *Engaged) DisengageWorkloadCluster(ctx context.Context, kro types.NamespacedName) {
+	c.Provider.Remove(ctx, controlplane.WorkloadClusterName(kro))
 }
 
 // ReleaseWorkloadCluster disengages a Kro's workload cluster and, under openmcp,
 // withdraws its requests for it: the Kro is gone, or kro has left the workload cluster.
 // It tells whether all is withdrawn.
-func (c *engagedControlPlanes) ReleaseWorkloadCluster(ctx context.Context, kro types.NamespacedName) (bool, error) {
+func (c *Engaged) ReleaseWorkloadCluster(ctx context.Context, kro types.NamespacedName) (bool, error) {
 	c.DisengageWorkloadCluster(ctx, kro)
-	if c.mode != AccessOpenMCP {
+	if c.Mode != AccessOpenMCP {
 		return true, nil
 	}
-	return c.withdrawWorkloadCluster(ctx, kro)
+	return c.WithdrawWorkloadCluster(ctx, kro)
 }
 
 // workloadKubeconfig finds the workload cluster's kubeconfig: under openmcp the secret
 // of the granted AccessRequest (asked for with ask), standalone the labelled secret in
 // the tenant namespace.
-func (c *engagedControlPlanes) workloadKubeconfig(ctx context.Context, kro *v1alpha1.Kro, tenantNamespace string, ask bool) (string, []byte, error) {
-	if c.mode == AccessOpenMCP {
+func (c *Engaged) workloadKubeconfig(ctx context.Context, kro *v1alpha1.Kro, tenantNamespace string, ask bool) (string, []byte, error) {
+	if c.Mode == AccessOpenMCP {
 		return c.openmcpWorkloadKubeconfig(ctx, kro, ask)
 	}
-	secret, err := firstSecret(ctx, c.workloadKubeconfigs, tenantNamespace)
+	secret, err := firstSecret(ctx, c.WorkloadKubeconfigs, tenantNamespace)
 	if err != nil || secret != nil {
 		return secretKubeconfig(secret, err, "the workload cluster's")
 	}
 	return "", nil, &NotAvailableError{Missing: true, Reason: v1alpha1.ReasonWorkloadClusterMissing, Message: fmt.Sprintf(
 		"the version is placed on a workload cluster, but there is none for this ControlPlane: create a Secret in namespace %s on the platform cluster labelled %s=true with the workload cluster's kubeconfig under the key %q",
-		tenantNamespace, v1alpha1.LabelWorkloadClusterKubeconfig, KubeconfigKey)}
+		tenantNamespace, v1alpha1.LabelWorkloadClusterKubeconfig, owned.KubeconfigKey)}
 }
 
 // engaged engages a cluster with a kubeconfig and returns it once its cache is live, or
 // a *NotAvailableError that says where the engagement stands. what names the cluster
 // ("ControlPlane"), from where the kubeconfig came ("secret ns/name"), unreachable the
 // reason for a cluster that does not answer.
-func (c *engagedControlPlanes) engaged(ctx context.Context, name multicluster.ClusterName, kubeconfig []byte, what, from, unreachable string) (cluster.Cluster, error) {
-	state, err := c.provider.Ensure(name, kubeconfig)
+func (c *Engaged) engaged(ctx context.Context, name multicluster.ClusterName, kubeconfig []byte, what, from, unreachable string) (cluster.Cluster, error) {
+	state, err := c.Provider.Ensure(name, kubeconfig)
 	if err != nil {
 		return nil, &NotAvailableError{Reason: v1alpha1.ReasonKubeconfigInvalid, Message: fmt.Sprintf("the %s's kubeconfig in %s is unusable: %s", what, from, err.Error())}
 	}
@@ -181,73 +187,13 @@ func (c *engagedControlPlanes) engaged(ctx context.Context, name multicluster.Cl
 	default:
 		return nil, &NotAvailableError{Connecting: true, Message: "connecting to the " + what}
 	}
-	cl, err := c.provider.Get(ctx, name)
+	cl, err := c.Provider.Get(ctx, name)
 	if err != nil {
 		return nil, &NotAvailableError{Connecting: true, Message: "connecting to the " + what}
 	}
 	return cl, nil
 }
 
-// observeWorkloadCluster reaches the workload cluster of a version placed on one and
-// sets where kro runs. For a version placed on the ControlPlane, kro runs there, and a
-// workload cluster engaged for the Kro before is let go.
-func (r *KroReconciler) observeWorkloadCluster(ctx context.Context, s *scope) (result, error) {
-	if v1alpha1.PlacementOf(s.version) != v1alpha1.PlacementWorkloadCluster {
-		r.ControlPlanes.DisengageWorkloadCluster(ctx, client.ObjectKeyFromObject(s.kro))
-		s.site = controlPlaneSite(s.access)
-		return proceed, nil
-	}
-	w, err := r.ControlPlanes.WorkloadCluster(ctx, s.kro, true)
-	if na, ok := asNotAvailable(err); ok {
-		if na.Connecting {
-			return undecided, nil
-		}
-		s.obs.set(v1alpha1.ConditionWorkloadClusterReady, metav1.ConditionFalse, na.reason(), na.Message)
-		return waiting, nil
-	}
-	if err != nil {
-		return proceed, err
-	}
-	if res, err := r.switchWorkloadCluster(ctx, s, w); res != proceed || err != nil {
-		return res, err
-	}
-	s.workload, s.site = w, workloadSite(w)
-	s.obs.set(v1alpha1.ConditionWorkloadClusterReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, fmt.Sprintf(
-		"kro runs in namespace %s on the workload cluster of secret %s/%s%s", w.Namespace, s.tenantNamespace, w.Kubeconfig.Name, grantedBy(w)))
-	return proceed, nil
-}
-
 // DefaultKroTokenLifetime is how long the token of kro's credential for a ControlPlane
 // lives; it is rotated after two thirds of that (kro_credential.go).
 const DefaultKroTokenLifetime = 12 * time.Hour
-
-// reconcileKroCredential keeps kro's own credential for the ControlPlane in the tenant's
-// namespace on the workload cluster, and brings the Kro back when it is due for rotation.
-func (r *KroReconciler) reconcileKroCredential(ctx context.Context, s *scope) (result, error) {
-	if s.workload == nil {
-		return proceed, nil
-	}
-	if access := r.ControlPlanes.KroAccess(); access != nil {
-		return r.copyKroGrant(ctx, s, access)
-	}
-	lifetime := r.KroTokenLifetime
-	if lifetime <= 0 {
-		lifetime = DefaultKroTokenLifetime
-	}
-	workload := liveOnMiss{Client: s.workload.Cluster.GetClient(), live: s.workload.Cluster.GetAPIReader()}
-	wait, rotated, err := ensureKroCredential(ctx, s.access.Client, s.access.Cluster.GetConfig(), workload,
-		s.kro, r.ProviderName, s.workload.Namespace, lifetime, time.Now())
-	if reportCredentialConflict(s, err) {
-		return waiting, nil
-	}
-	if err != nil {
-		return proceed, fmt.Errorf("preparing kro's credential for the ControlPlane: %w", err)
-	}
-	if rotated {
-		r.Recorder.Eventf(s.kro, nil, corev1.EventTypeNormal, v1alpha1.ReasonCredentialRotated, "Rotate",
-			"kro's credential for the ControlPlane (service account %s) was issued in secret %s/%s on the workload cluster",
-			kroServiceAccount, s.workload.Namespace, KroCredentialSecretName)
-	}
-	s.requeue(wait)
-	return proceed, nil
-}

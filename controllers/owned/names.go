@@ -1,4 +1,7 @@
-package controllers
+// Package owned knows the provider's own objects: their names, owner labels and
+// annotations, how they are applied (server-side, writing nothing when current) and how
+// secrets are copied without taking over what someone else made.
+package owned
 
 import (
 	"fmt"
@@ -32,19 +35,19 @@ func TenantNamespace(kro *v1alpha1.Kro) (string, error) {
 	return ns, nil
 }
 
-// fluxObjectName names the OCIRepository and the HelmRelease in the tenant namespace.
+// FluxObjectName names the OCIRepository and the HelmRelease in the tenant namespace.
 // There is one of each per tenant namespace, so the provider's name is enough.
-func fluxObjectName(provider string) string {
+func FluxObjectName(provider string) string {
 	return foreign.Subdomain(provider, validation.DNS1035LabelMaxLength)
 }
 
-// chartSecretCopyName names the copy of a chart pull secret in the tenant namespace.
-func chartSecretCopyName(provider, source string) string {
+// ChartSecretCopyName names the copy of a chart pull secret in the tenant namespace.
+func ChartSecretCopyName(provider, source string) string {
 	return foreign.Subdomain(provider+"-"+source, foreign.SubdomainMax)
 }
 
-// ownerLabels are the labels on everything the provider creates for a Kro.
-func ownerLabels(kro *v1alpha1.Kro, provider, role string) map[string]string {
+// Labels are the labels on everything the provider creates for a Kro.
+func Labels(kro *v1alpha1.Kro, provider, role string) map[string]string {
 	l := map[string]string{
 		v1alpha1.LabelManagedBy:    v1alpha1.ManagedByValue,
 		v1alpha1.LabelProvider:     foreign.LabelValue(provider),
@@ -57,7 +60,10 @@ func ownerLabels(kro *v1alpha1.Kro, provider, role string) map[string]string {
 	return l
 }
 
-// ownerAnnotations name the Kro exactly, whatever the length of its name.
-func ownerAnnotations(kro *v1alpha1.Kro) map[string]string {
+// Annotations name the Kro exactly, whatever the length of its name.
+func Annotations(kro *v1alpha1.Kro) map[string]string {
 	return map[string]string{v1alpha1.AnnotationKro: kro.Namespace + "/" + kro.Name}
 }
+
+// ControlPlaneCluster is the value of ManagedResource.Cluster for objects on the ControlPlane.
+const ControlPlaneCluster = "controlplane"
