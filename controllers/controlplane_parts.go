@@ -84,7 +84,7 @@ var artifactClient = &http.Client{Timeout: time.Minute}
 // reconcileControlPlaneParts applies kro's CRDs, RBAC and service account to the
 // ControlPlane of a Kro placed on a workload cluster, from the chart of its
 // OCIRepository, and keeps what the chart offers (s.chartExtras) for the HelmRelease.
-func (r *KroReconciler) reconcileControlPlaneParts(ctx context.Context, s *scope) (result, error) {
+func (r *placement) reconcileControlPlaneParts(ctx context.Context, s *scope) (result, error) {
 	if s.workload == nil {
 		return proceed, nil
 	}
@@ -135,7 +135,7 @@ func (r *KroReconciler) reconcileControlPlaneParts(ctx context.Context, s *scope
 // which the RBAC binds, comes with its credential (kro_credential.go). Where openmcp
 // grants kro its access, openmcp binds kro's ClusterRoles, so the chart's bindings are
 // left out (requestKroAccess).
-func (r *KroReconciler) applyParts(ctx context.Context, s *scope, parts *chartparts.Parts) error {
+func (r *placement) applyParts(ctx context.Context, s *scope, parts *chartparts.Parts) error {
 	c := s.access.Client
 	granted := r.ControlPlanes.KroAccess() != nil
 	for _, o := range parts.Objects() { // the Kro's own copy (chartparts.Cache.Get)
@@ -166,7 +166,7 @@ func (r *KroReconciler) applyParts(ctx context.Context, s *scope, parts *chartpa
 // requestKroAccess asks openmcp for kro's own access to the ControlPlane, bound to the
 // ClusterRoles the chart binds to kro, where openmcp grants it. kro's lease lives in
 // kro-system on the ControlPlane, which is made when missing, as Flux would make it.
-func (r *KroReconciler) requestKroAccess(ctx context.Context, s *scope, parts *chartparts.Parts) error {
+func (r *placement) requestKroAccess(ctx context.Context, s *scope, parts *chartparts.Parts) error {
 	access := r.ControlPlanes.KroAccess()
 	if access == nil {
 		return nil

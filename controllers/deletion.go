@@ -19,10 +19,10 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
-	"github.com/openmcp-project/service-provider-kro/controllers/reach"
 	"github.com/openmcp-project/service-provider-kro/controllers/foreign"
 	"github.com/openmcp-project/service-provider-kro/controllers/guard"
 	"github.com/openmcp-project/service-provider-kro/controllers/owned"
+	"github.com/openmcp-project/service-provider-kro/controllers/reach"
 )
 
 // reconcileDelete removes kro from the ControlPlane and everything the provider created,
@@ -32,7 +32,7 @@ import (
 // HelmRelease nothing is installed and nothing is guarded. A ControlPlane that is gone
 // for good is not waited for: its HelmRelease is dropped without an uninstall. It never
 // needs the version to be on offer.
-func (r *KroReconciler) reconcileDelete(ctx context.Context, s *scope) (result, error) {
+func (r *deletion) reconcileDelete(ctx context.Context, s *scope) (result, error) {
 	s.obs.deleting = true
 	if !controllerutil.ContainsFinalizer(s.kro, v1alpha1.Finalizer) {
 		return finalized, nil
@@ -40,10 +40,10 @@ func (r *KroReconciler) reconcileDelete(ctx context.Context, s *scope) (result, 
 	hr, err := r.ownRelease(ctx, s)
 	if err == nil {
 		// What the HelmRelease installs is what the clean-up after it removes.
-		err = r.recordReleasePlacement(ctx, s, hr)
+		err = r.placement.recordReleasePlacement(ctx, s, hr)
 	}
 	if err == nil {
-		hr, err = r.earlierReleaseForDeletion(ctx, s, hr)
+		hr, err = r.handOver.earlierReleaseForDeletion(ctx, s, hr)
 	}
 	switch {
 	case err != nil:
@@ -59,7 +59,7 @@ func (r *KroReconciler) reconcileDelete(ctx context.Context, s *scope) (result, 
 	if res, err := r.guardDeletion(ctx, s, hr); res != proceed || err != nil {
 		return res, err
 	}
-	if res, err := r.leaveSwitchedWorkloadCluster(ctx, s, hr); res != proceed || err != nil {
+	if res, err := r.placement.leaveSwitchedWorkloadCluster(ctx, s, hr); res != proceed || err != nil {
 		return res, err
 	}
 	return waiting, r.deleteRelease(ctx, s, hr)
@@ -67,7 +67,7 @@ func (r *KroReconciler) reconcileDelete(ctx context.Context, s *scope) (result, 
 
 // ownRelease reads the Kro's HelmRelease, uncached: nil when there is none, or when the
 // one of that name is someone else's (not the provider's to guard or delete).
-func (r *KroReconciler) ownRelease(ctx context.Context, s *scope) (*helmv2.HelmRelease, error) {
+func (r *deletion) ownRelease(ctx context.Context, s *scope) (*helmv2.HelmRelease, error) {
 	hr := &helmv2.HelmRelease{}
 	key := client.ObjectKey{Namespace: s.tenantNamespace, Name: owned.FluxObjectName(r.ProviderName)}
 	switch err := r.PlatformReader.Get(ctx, key, hr); {
@@ -83,9 +83,9 @@ func (r *KroReconciler) ownRelease(ctx context.Context, s *scope) (*helmv2.HelmR
 
 // deleteRelease deletes the HelmRelease so that Flux uninstalls kro; its disappearance,
 // which is watched, brings the Kro back.
-func (r *KroReconciler) deleteRelease(ctx context.Context, s *scope, hr *helmv2.HelmRelease) error {
+func (r *deletion) deleteRelease(ctx context.Context, s *scope, hr *helmv2.HelmRelease) error {
 	s.obs.waitingFor = uninstallAwaited(hr)
-	if err := r.uninstallEarlier(ctx, s, hr); err != nil {
+	if err := r.handOver.uninstallEarlier(ctx, s, hr); err != nil {
 		return err
 	}
 	if err := r.Platform.Delete(ctx, hr, client.Preconditions{UID: &hr.UID}); client.IgnoreNotFound(err) != nil {
@@ -96,7 +96,7 @@ func (r *KroReconciler) deleteRelease(ctx context.Context, s *scope, hr *helmv2.
 
 // abandonRelease suspends the HelmRelease of a ControlPlane that is gone for good, so
 // that Flux deletes it without an uninstall it could never do, and says so.
-func (r *KroReconciler) abandonRelease(ctx context.Context, s *scope, hr *helmv2.HelmRelease, why string) error {
+func (r *deletion) abandonRelease(ctx context.Context, s *scope, hr *helmv2.HelmRelease, why string) error {
 	msg := fmt.Sprintf("%s: kro is dropped without uninstalling it; HelmRelease %s/%s is suspended and deleted", why, hr.Namespace, hr.Name)
 	s.obs.notBlocked(v1alpha1.ReasonControlPlaneGone, msg)
 	if hr.Spec.Suspend {
@@ -120,7 +120,7 @@ func uninstallAwaited(hr *helmv2.HelmRelease) string {
 // uninstall is under way and nothing stops it any more, so nothing is guarded. An RGD
 // created since is named as one that will be orphaned, not as a reason to block. When
 // the ControlPlane turns out to be gone for good meanwhile, the release is abandoned.
-func (r *KroReconciler) uninstalling(ctx context.Context, s *scope, hr *helmv2.HelmRelease) error {
+func (r *deletion) uninstalling(ctx context.Context, s *scope, hr *helmv2.HelmRelease) error {
 	s.obs.waitingFor = uninstallAwaited(hr)
 	msg := "the uninstall of kro from the ControlPlane is under way; nothing blocks the deletion any more"
 	access, na, err := r.lookUpAccess(ctx, s)
@@ -183,7 +183,7 @@ func fluxUninstallError(hr *helmv2.HelmRelease) (reason, text string) {
 // AccessRequest, the kubeconfig of a destroyed ControlPlane). What the provider made is
 // removed, the access released, the tenant namespace deleted if the provider created it
 // and it is empty, then the finalizer.
-func (r *KroReconciler) finishDeletion(ctx context.Context, s *scope) (result, error) {
+func (r *deletion) finishDeletion(ctx context.Context, s *scope) (result, error) {
 	access, res, err := r.cleanupAccess(ctx, s)
 	if err != nil || res != proceed {
 		return res, err
@@ -193,7 +193,7 @@ func (r *KroReconciler) finishDeletion(ctx context.Context, s *scope) (result, e
 	if err := r.removeLeftovers(ctx, s, access); err != nil {
 		return proceed, err
 	}
-	if res, err := r.removeWorkloadLeftovers(ctx, s, access); res != proceed || err != nil {
+	if res, err := r.placement.removeWorkloadLeftovers(ctx, s, access); res != proceed || err != nil {
 		return res, err
 	}
 	if released, err := r.ControlPlanes.Release(ctx, s.kro); err != nil || !released {
@@ -213,7 +213,7 @@ func (r *KroReconciler) finishDeletion(ctx context.Context, s *scope) (result, e
 // pull secret copies there too, and nil when it does not: a ControlPlane that cannot be
 // reached does not hold up a deletion that has nothing to uninstall. It waits only while
 // a connection is being made, whose outcome brings the Kro back.
-func (r *KroReconciler) cleanupAccess(ctx context.Context, s *scope) (*reach.ControlPlaneAccess, result, error) {
+func (r *deletion) cleanupAccess(ctx context.Context, s *scope) (*reach.ControlPlaneAccess, result, error) {
 	access, na, err := r.lookUpAccess(ctx, s)
 	switch {
 	case err != nil:
@@ -229,7 +229,7 @@ func (r *KroReconciler) cleanupAccess(ctx context.Context, s *scope) (*reach.Con
 
 // lookUpAccess looks for the ControlPlane's access and reports it in
 // ControlPlaneAccessReady: the access when it works, else why not.
-func (r *KroReconciler) lookUpAccess(ctx context.Context, s *scope) (*reach.ControlPlaneAccess, *reach.NotAvailableError, error) {
+func (r *deletion) lookUpAccess(ctx context.Context, s *scope) (*reach.ControlPlaneAccess, *reach.NotAvailableError, error) {
 	access, err := r.ControlPlanes.Access(ctx, s.kro)
 	na, notAvailable := reach.AsNotAvailable(err)
 	switch {
@@ -251,7 +251,7 @@ func (r *KroReconciler) lookUpAccess(ctx context.Context, s *scope) (*reach.Cont
 // missing for the grace period, counted from the first time it was seen missing (a
 // kubeconfig secret replaced by delete-and-recreate is back long before). While the
 // grace period runs, DeletionBlocked says until when, and the Kro comes back then.
-func (r *KroReconciler) accessGone(s *scope, na *reach.NotAvailableError, now time.Time) (bool, string) {
+func (r *deletion) accessGone(s *scope, na *reach.NotAvailableError, now time.Time) (bool, string) {
 	s.obs.accessMissing(s.kro, na, now)
 	switch {
 	case na.Gone:
@@ -324,7 +324,7 @@ func deletionBlockedSince(kro *v1alpha1.Kro) time.Time {
 // ResourceGraphDefinitions and no instances of kinds kro generated are left on the
 // ControlPlane. When the ControlPlane is gone for good there is nothing left to protect
 // and Flux could never uninstall: the HelmRelease is abandoned.
-func (r *KroReconciler) guardDeletion(ctx context.Context, s *scope, hr *helmv2.HelmRelease) (result, error) {
+func (r *deletion) guardDeletion(ctx context.Context, s *scope, hr *helmv2.HelmRelease) (result, error) {
 	access, na, err := r.lookUpAccess(ctx, s)
 	switch {
 	case err != nil:
@@ -348,7 +348,7 @@ func (r *KroReconciler) guardDeletion(ctx context.Context, s *scope, hr *helmv2.
 // guardUserResources blocks the deletion while the tenant's RGDs or instances of the
 // kinds kro generated for them exist: uninstalling kro would orphan them, and instances
 // that carry kro's finalizer could never finish deleting.
-func (r *KroReconciler) guardUserResources(ctx context.Context, s *scope, access *reach.ControlPlaneAccess) (result, error) {
+func (r *deletion) guardUserResources(ctx context.Context, s *scope, access *reach.ControlPlaneAccess) (result, error) {
 	list, err := access.ResourceGraphDefinitions(ctx)
 	if errors.Is(err, reach.ErrRGDsUnknown) {
 		s.obs.rgdsKeep = true
@@ -392,7 +392,7 @@ func (r *KroReconciler) guardUserResources(ctx context.Context, s *scope, access
 
 // removeLeftovers deletes the OCIRepository and every secret copy, on the ControlPlane
 // too while it can be reached.
-func (r *KroReconciler) removeLeftovers(ctx context.Context, s *scope, access *reach.ControlPlaneAccess) error {
+func (r *deletion) removeLeftovers(ctx context.Context, s *scope, access *reach.ControlPlaneAccess) error {
 	repo := &sourcev1.OCIRepository{}
 	key := client.ObjectKey{Namespace: s.tenantNamespace, Name: owned.FluxObjectName(r.ProviderName)}
 	switch err := r.PlatformReader.Get(ctx, key, repo); {
@@ -406,22 +406,22 @@ func (r *KroReconciler) removeLeftovers(ctx context.Context, s *scope, access *r
 		}
 	}
 	if access != nil {
-		if err := r.removeImageSecretCopies(ctx, access.Client, s.kro, owned.KroNamespace, nil); err != nil {
+		if err := r.secrets.removeImageSecretCopies(ctx, access.Client, s.kro, owned.KroNamespace, nil); err != nil {
 			return err
 		}
 	}
 	if s.earlier.found() {
-		if err := r.removeEarlier(ctx, s); err != nil {
+		if err := r.handOver.removeEarlier(ctx, s); err != nil {
 			return err
 		}
 	}
-	return r.removeChartSecretCopies(ctx, r.PlatformReader, s.kro, s.tenantNamespace, "")
+	return r.secrets.removeChartSecretCopies(ctx, r.PlatformReader, s.kro, s.tenantNamespace, "")
 }
 
 // madeFor tells whether the provider made obj (a Flux object) for this Kro: it carries
 // the provider's labels of the Kro. An object of the same name without them is someone
 // else's and is never deleted.
-func (r *KroReconciler) madeFor(kro *v1alpha1.Kro, obj client.Object) bool {
+func (r *deletion) madeFor(kro *v1alpha1.Kro, obj client.Object) bool {
 	return owned.As(obj, &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Labels: owned.Labels(kro, r.ProviderName, "")}})
 }
 
@@ -439,7 +439,7 @@ func rgdNames(list []krov1alpha1.ResourceGraphDefinition) []string {
 // else made never does) and nothing is left in it but what Kubernetes puts into every
 // namespace and the provider's own objects already being deleted. A namespace that still
 // holds something is kept, and an event names what.
-func (r *KroReconciler) removeTenantNamespace(ctx context.Context, s *scope) error {
+func (r *deletion) removeTenantNamespace(ctx context.Context, s *scope) error {
 	ns := &corev1.Namespace{}
 	if err := r.PlatformReader.Get(ctx, client.ObjectKey{Name: s.tenantNamespace}, ns); err != nil {
 		return client.IgnoreNotFound(err)
@@ -471,7 +471,7 @@ func (r *KroReconciler) removeTenantNamespace(ctx context.Context, s *scope) err
 // ServiceAccount default) and the provider's objects that are being deleted. It reads
 // the kinds that end up in a tenant namespace: secrets (the kubeconfig in standalone
 // mode), ConfigMaps, ServiceAccounts and Flux's OCIRepositories and HelmReleases.
-func (r *KroReconciler) namespaceContents(ctx context.Context, namespace string) ([]string, error) {
+func (r *deletion) namespaceContents(ctx context.Context, namespace string) ([]string, error) {
 	kinds := []struct {
 		gvk  schema.GroupVersionKind
 		skip string
@@ -498,4 +498,13 @@ func (r *KroReconciler) namespaceContents(ctx context.Context, namespace string)
 		}
 	}
 	return left, nil
+}
+
+func (r *deletion) removeFinalizer(ctx context.Context, kro *v1alpha1.Kro, w *writeTracker) error {
+	orig := kro.DeepCopy()
+	if !controllerutil.RemoveFinalizer(kro, v1alpha1.Finalizer) {
+		return nil
+	}
+	w.before(kro)
+	return client.IgnoreNotFound(r.Onboarding.Patch(ctx, kro, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})))
 }

@@ -17,13 +17,13 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
-	"github.com/openmcp-project/service-provider-kro/controllers/reach"
 	"github.com/openmcp-project/service-provider-kro/controllers/guard"
 	"github.com/openmcp-project/service-provider-kro/controllers/owned"
+	"github.com/openmcp-project/service-provider-kro/controllers/reach"
 )
 
 // reconcileOCIRepository applies the chart source and reports its readiness.
-func (r *KroReconciler) reconcileOCIRepository(ctx context.Context, s *scope) (result, error) {
+func (r *fluxObjects) reconcileOCIRepository(ctx context.Context, s *scope) (result, error) {
 	repo := newOCIRepository(s.kro, r.ProviderName, s.tenantNamespace, s.version, s.chartSecret, s.pollInterval)
 	labelFluxShard(repo, s.fluxShard)
 	ours, err := owned.ApplyOwned(ctx, r.Platform, r.PlatformReader, repo, &sourcev1.OCIRepository{}, func(current client.Object) (bool, error) {
@@ -50,8 +50,8 @@ func (r *KroReconciler) reconcileOCIRepository(ctx context.Context, s *scope) (r
 const fluxConflictAdvice = "the tenant namespace holds the provider's OCIRepository and HelmRelease, named after the provider; move that object elsewhere or delete it if nobody needs it"
 
 // observeControlPlane finds the access to the ControlPlane; without it, the step waits.
-func (r *KroReconciler) observeControlPlane(ctx context.Context, s *scope) (result, error) {
-	access, na, err := r.lookUpAccess(ctx, s)
+func (r *fluxObjects) observeControlPlane(ctx context.Context, s *scope) (result, error) {
+	access, na, err := r.deletion.lookUpAccess(ctx, s)
 	switch {
 	case err != nil:
 		return proceed, err
@@ -78,7 +78,7 @@ func (r *KroReconciler) observeControlPlane(ctx context.Context, s *scope) (resu
 // readiness; the Kro is Ready only when the HelmRelease is. A change that need not go out
 // with the source's waits until source-controller has observed the source
 // (releaseWaitsForSource); the HelmRelease as it is is reported meanwhile.
-func (r *KroReconciler) reconcileHelmRelease(ctx context.Context, s *scope) (result, error) {
+func (r *fluxObjects) reconcileHelmRelease(ctx context.Context, s *scope) (result, error) {
 	hr := newHelmRelease(s.kro, r.ProviderName, s.tenantNamespace, s.version, s.access.Kubeconfig, s.pollInterval)
 	labelFluxShard(hr, s.fluxShard)
 	if s.workload != nil {

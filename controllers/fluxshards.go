@@ -205,7 +205,7 @@ func fluxShardCounts(shards []string, kros []v1alpha1.Kro) []v1alpha1.FluxShardS
 
 // reportShardWait adds a held move to the HelmRelease's entry in the Kro's status, and
 // emits a Normal event when the Kro's status did not report it yet.
-func (r *KroReconciler) reportShardWait(s *scope, entry *v1alpha1.ManagedResource, wait string) {
+func (r *fluxObjects) reportShardWait(s *scope, entry *v1alpha1.ManagedResource, wait string) {
 	reported := false
 	if s.before != nil {
 		for _, m := range s.before.ManagedResources {

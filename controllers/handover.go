@@ -24,8 +24,8 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
-	"github.com/openmcp-project/service-provider-kro/controllers/reach"
 	"github.com/openmcp-project/service-provider-kro/controllers/owned"
+	"github.com/openmcp-project/service-provider-kro/controllers/reach"
 	"github.com/openmcp-project/service-provider-kro/controllers/versions"
 )
 
@@ -83,7 +83,7 @@ func (e *earlier) names() string {
 
 // earlierReader reads the earlier objects: from their cache, or the API server when the
 // reconciler has none (tests that build it by hand).
-func (r *KroReconciler) earlierReader() client.Reader {
+func (r *handOver) earlierReader() client.Reader {
 	if r.Earlier != nil {
 		return r.Earlier
 	}
@@ -94,7 +94,7 @@ func (r *KroReconciler) earlierReader() client.Reader {
 // HelmRelease counts only when it drives the same Helm release as the provider's
 // (release kro, target and storage namespace kro-system) and carries none of the
 // provider's labels; anything else of that name is not the provider's business.
-func (r *KroReconciler) findEarlier(ctx context.Context, s *scope) error {
+func (r *handOver) findEarlier(ctx context.Context, s *scope) error {
 	e := &earlier{}
 	hr := &helmv2.HelmRelease{}
 	switch err := r.earlierReader().Get(ctx, client.ObjectKey{Namespace: s.tenantNamespace, Name: earlierHelmReleaseName}, hr); {
@@ -133,7 +133,7 @@ func (r *KroReconciler) findEarlier(ctx context.Context, s *scope) error {
 // working on it, the step waits, so that two releases never run at once. For a version
 // on a workload cluster the earlier release is uninstalled instead, and the step waits
 // until it is gone (handover_placement.go).
-func (r *KroReconciler) suspendEarlier(ctx context.Context, s *scope) (result, error) {
+func (r *handOver) suspendEarlier(ctx context.Context, s *scope) (result, error) {
 	if !s.earlier.found() || s.earlier.release == nil {
 		return proceed, nil
 	}
@@ -162,7 +162,7 @@ func (r *KroReconciler) suspendEarlier(ctx context.Context, s *scope) (result, e
 // finishHandOver runs after the provider's HelmRelease step: once that is Ready, the
 // earlier objects are removed in order, each only if it is still the one found. Their
 // disappearance, which the earlier cache watches, brings the Kro back until none is left.
-func (r *KroReconciler) finishHandOver(ctx context.Context, s *scope) (result, error) {
+func (r *handOver) finishHandOver(ctx context.Context, s *scope) (result, error) {
 	if !s.earlier.found() {
 		return proceed, nil
 	}
@@ -182,7 +182,7 @@ func (r *KroReconciler) finishHandOver(ctx context.Context, s *scope) (result, e
 
 // handOverComplete emits the event of a hand-over that the last reconcile reported and
 // that found nothing left this time.
-func (r *KroReconciler) handOverComplete(s *scope) {
+func (r *handOver) handOverComplete(s *scope) {
 	if meta.FindStatusCondition(s.before.Conditions, v1alpha1.ConditionHandOver) == nil {
 		return
 	}
@@ -194,7 +194,7 @@ func (r *KroReconciler) handOverComplete(s *scope) {
 // secret copies the provider did not adopt (while its HelmRelease still names them), the
 // HelmRelease (only when suspended: Flux lets it go without an uninstall), the chart pull secret copy and the AccessRequest with its secret (while the
 // OCIRepository still names them), and the OCIRepository last.
-func (r *KroReconciler) removeEarlier(ctx context.Context, s *scope) error {
+func (r *handOver) removeEarlier(ctx context.Context, s *scope) error {
 	e := s.earlier
 	if hr := e.release; hr != nil {
 		if s.access != nil {
@@ -223,7 +223,7 @@ func (r *KroReconciler) removeEarlier(ctx context.Context, s *scope) error {
 
 // deleteExactly deletes obj if it is still the very object that was read (UID and
 // resourceVersion): a change since makes the next reconcile decide again.
-func (r *KroReconciler) deleteExactly(ctx context.Context, obj client.Object, what string) error {
+func (r *handOver) deleteExactly(ctx context.Context, obj client.Object, what string) error {
 	if !obj.GetDeletionTimestamp().IsZero() {
 		return nil
 	}
@@ -239,7 +239,7 @@ func (r *KroReconciler) deleteExactly(ctx context.Context, obj client.Object, wh
 // that the provider did not adopt: those the earlier HelmRelease's values name, that
 // carry no manager's label and still hold exactly the source's type and data. A secret
 // of the same name with other data is someone's own and stays.
-func (r *KroReconciler) removeEarlierImageCopies(ctx context.Context, s *scope, hr *helmv2.HelmRelease) error {
+func (r *handOver) removeEarlierImageCopies(ctx context.Context, s *scope, hr *helmv2.HelmRelease) error {
 	names, err := versions.ImagePullSecretNames(&v1alpha1.KroVersion{Version: "of the earlier HelmRelease", HelmValues: hr.Spec.Values})
 	if err != nil {
 		return nil // values the earlier provider wrote that name nothing readable: no copies to find
@@ -275,7 +275,7 @@ func (r *KroReconciler) removeEarlierImageCopies(ctx context.Context, s *scope, 
 
 // removeEarlierChartCopy deletes the earlier copy of the chart pull secret: the secret
 // the earlier OCIRepository names, in the tenant namespace, without a manager's label.
-func (r *KroReconciler) removeEarlierChartCopy(ctx context.Context, s *scope) error {
+func (r *handOver) removeEarlierChartCopy(ctx context.Context, s *scope) error {
 	ref := s.earlier.repo.Spec.SecretRef
 	if ref == nil || ref.Name == "" {
 		return nil
@@ -296,7 +296,7 @@ func (r *KroReconciler) removeEarlierChartCopy(ctx context.Context, s *scope) er
 // and deletes the kubeconfig secret it was granted. Under openmcp with the provider named
 // kro, that request has the provider's own name and labels: it is the provider's access
 // now and stays. A secret the provider itself reads a kubeconfig from stays too.
-func (r *KroReconciler) removeEarlierAccess(ctx context.Context, s *scope) error {
+func (r *handOver) removeEarlierAccess(ctx context.Context, s *scope) error {
 	name := clusteraccess.StableRequestNameFromLocalName(earlierControllerName, s.kro.Name) + "--mcp"
 	if own, err := clusters.NewAccessRequest(r.ProviderName, client.ObjectKeyFromObject(s.kro)); err == nil && own.Name == name && r.AccessMode == reach.AccessOpenMCP {
 		return nil
@@ -332,7 +332,7 @@ func (r *KroReconciler) removeEarlierAccess(ctx context.Context, s *scope) error
 // (no revision written yet, or kro on a workload cluster), the provider's goes first and
 // the earlier one waits, suspended. Alone, it is kro's release and is returned, to be
 // guarded and deleted with an uninstall like the provider's own.
-func (r *KroReconciler) earlierReleaseForDeletion(ctx context.Context, s *scope, own *helmv2.HelmRelease) (*helmv2.HelmRelease, error) {
+func (r *handOver) earlierReleaseForDeletion(ctx context.Context, s *scope, own *helmv2.HelmRelease) (*helmv2.HelmRelease, error) {
 	if err := r.findEarlier(ctx, s); err != nil || s.earlier == nil || s.earlier.release == nil {
 		return own, err
 	}
@@ -355,7 +355,7 @@ func (r *KroReconciler) earlierReleaseForDeletion(ctx context.Context, s *scope,
 // drives kro, uninstall it: its unadopted image pull secret copies go first (its values
 // name them), and a suspended one is resumed, as Flux skips the uninstall of a suspended
 // release.
-func (r *KroReconciler) uninstallEarlier(ctx context.Context, s *scope, hr *helmv2.HelmRelease) error {
+func (r *handOver) uninstallEarlier(ctx context.Context, s *scope, hr *helmv2.HelmRelease) error {
 	if s.earlier == nil || s.earlier.release != hr {
 		return nil
 	}
@@ -369,7 +369,7 @@ func (r *KroReconciler) uninstallEarlier(ctx context.Context, s *scope, hr *helm
 
 // setSuspend suspends or resumes the earlier provider's HelmRelease, if it is not so
 // already, with an optimistic lock: a change since it was read fails this round.
-func (r *KroReconciler) setSuspend(ctx context.Context, hr *helmv2.HelmRelease, suspend bool) error {
+func (r *handOver) setSuspend(ctx context.Context, hr *helmv2.HelmRelease, suspend bool) error {
 	if hr.Spec.Suspend == suspend {
 		return nil
 	}

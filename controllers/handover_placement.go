@@ -38,7 +38,7 @@ import (
 // uninstallEarlierFirst has the earlier provider's HelmRelease uninstall kro from the
 // ControlPlane and waits until it is gone. A release already being deleted is resumed if
 // it is suspended, as helm-controller would otherwise let it go without the uninstall.
-func (r *KroReconciler) uninstallEarlierFirst(ctx context.Context, s *scope) (result, error) {
+func (r *handOver) uninstallEarlierFirst(ctx context.Context, s *scope) (result, error) {
 	hr := s.earlier.release
 	if hr.DeletionTimestamp.IsZero() {
 		if meta.IsStatusConditionTrue(hr.Status.Conditions, fluxmeta.ReconcilingCondition) {

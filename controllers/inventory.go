@@ -14,8 +14,8 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
-	"github.com/openmcp-project/service-provider-kro/controllers/reach"
 	"github.com/openmcp-project/service-provider-kro/controllers/owned"
+	"github.com/openmcp-project/service-provider-kro/controllers/reach"
 )
 
 // maxManaged is the most entries status.managedResources holds (its MaxItems).
@@ -27,7 +27,7 @@ const maxManaged = 64
 // OCIRepository, the image pull secret copies where kro runs (while that can be
 // reached) and the HelmRelease. It reads the caches, which hold exactly these objects, so
 // it costs no request.
-func (r *KroReconciler) inventory(ctx context.Context, s *scope) error {
+func (r *fluxObjects) inventory(ctx context.Context, s *scope) error {
 	reported := map[string]bool{}
 	key := func(m v1alpha1.ManagedResource) string {
 		return m.Cluster + "/" + m.Kind + "/" + m.Namespace + "/" + m.Name
@@ -43,7 +43,7 @@ func (r *KroReconciler) inventory(ctx context.Context, s *scope) error {
 	}
 
 	chartCopies := &corev1.SecretList{}
-	if err := r.Platform.List(ctx, chartCopies, client.InNamespace(s.tenantNamespace), r.copyLabels(s.kro, v1alpha1.RoleChartPullSecret)); err != nil {
+	if err := r.Platform.List(ctx, chartCopies, client.InNamespace(s.tenantNamespace), r.secrets.copyLabels(s.kro, v1alpha1.RoleChartPullSecret)); err != nil {
 		return fmt.Errorf("listing chart pull secret copies in %s: %w", s.tenantNamespace, err)
 	}
 	for i := range chartCopies.Items {
@@ -59,7 +59,7 @@ func (r *KroReconciler) inventory(ctx context.Context, s *scope) error {
 	}
 	if site.Cluster != nil {
 		imageCopies := &corev1.SecretList{}
-		if err := site.Cluster.GetClient().List(ctx, imageCopies, client.InNamespace(site.Namespace), r.copyLabels(s.kro, v1alpha1.RoleImagePullSecret)); err != nil {
+		if err := site.Cluster.GetClient().List(ctx, imageCopies, client.InNamespace(site.Namespace), r.secrets.copyLabels(s.kro, v1alpha1.RoleImagePullSecret)); err != nil {
 			return fmt.Errorf("listing image pull secret copies on %s: %w", site.Where, err)
 		}
 		for i := range imageCopies.Items {
@@ -78,7 +78,7 @@ func (r *KroReconciler) inventory(ctx context.Context, s *scope) error {
 
 // inventoryFlux adds the Flux object of that key (an OCIRepository or a HelmRelease) with
 // its readiness (readFlux), unless a step has reported it already: then it is not read again.
-func (r *KroReconciler) inventoryFlux(ctx context.Context, key client.ObjectKey, obj client.Object, before *v1alpha1.KroStatus, reported map[string]bool, add func(v1alpha1.ManagedResource)) error {
+func (r *fluxObjects) inventoryFlux(ctx context.Context, key client.ObjectKey, obj client.Object, before *v1alpha1.KroStatus, reported map[string]bool, add func(v1alpha1.ManagedResource)) error {
 	gvk, err := apiutil.GVKForObject(obj, clusters.Scheme)
 	if err != nil {
 		return err

@@ -23,9 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
-	"github.com/openmcp-project/service-provider-kro/controllers/reach"
-	"github.com/openmcp-project/service-provider-kro/controllers/chartparts"
 	"github.com/openmcp-project/service-provider-kro/controllers/owned"
+	"github.com/openmcp-project/service-provider-kro/controllers/reach"
 	"github.com/openmcp-project/service-provider-kro/controllers/rollout"
 	"github.com/openmcp-project/service-provider-kro/controllers/versions"
 	"github.com/openmcp-project/service-provider-kro/providers/sharding"
@@ -67,10 +66,7 @@ type KroReconciler struct {
 	// a workload cluster (default DefaultKroTokenLifetime).
 	KroTokenLifetime time.Duration
 
-	// charts renders kro's chart for the ControlPlanes of Kros on workload clusters, and
-	// applied remembers what was applied there (controlplane_parts.go).
-	charts  chartparts.Cache
-	applied appliedParts
+	built stepsOnce
 }
 
 // DefaultAccessGracePeriod is the default of KroReconciler.AccessGracePeriod: long
@@ -190,7 +186,7 @@ func (r *KroReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	case s.tenantNamespace == "":
 		err = s.noTenantNamespace()
 	case !kro.DeletionTimestamp.IsZero():
-		res, err = r.reconcileDelete(ctx, s)
+		res, err = r.steps().deletion.reconcileDelete(ctx, s)
 	default:
 		res, err = r.reconcileNormal(ctx, s)
 	}
@@ -247,7 +243,7 @@ func (r *KroReconciler) reconcileNormal(ctx context.Context, s *scope) (result, 
 	if err := r.addFinalizer(ctx, s.kro, &s.writes); err != nil {
 		return proceed, err
 	}
-	if err := r.findEarlier(ctx, s); err != nil {
+	if err := r.steps().handOver.findEarlier(ctx, s); err != nil {
 		return proceed, err
 	}
 	// The chart source and the values move together: the OCIRepository is applied right
@@ -257,19 +253,19 @@ func (r *KroReconciler) reconcileNormal(ctx context.Context, s *scope) (result, 
 	// the new chart with the old values, and under a rollout count that against the
 	// version, while the Kro merely waits for its ControlPlane (issue 21, hole 4).
 	steps := []step{
-		{v1alpha1.ConditionVersionResolved, "resolving the version", r.resolveVersion},
-		{v1alpha1.ConditionPullSecretsReady, "preparing the chart pull secret", r.reconcileChartPullSecret},
-		{v1alpha1.ConditionControlPlaneAccessReady, "reaching the ControlPlane", r.observeControlPlane},
-		{v1alpha1.ConditionHelmReleaseReady, "moving kro to the version's placement", r.movePlacement},
-		{v1alpha1.ConditionWorkloadClusterReady, "reaching the workload cluster", r.observeWorkloadCluster},
-		{v1alpha1.ConditionControlPlaneAccessReady, "reading kro's health for the rollout", r.observeRolloutHealth},
-		{v1alpha1.ConditionPullSecretsReady, "copying image pull secrets to where kro runs", r.reconcileImagePullSecrets},
-		{v1alpha1.ConditionHelmReleaseReady, "suspending the earlier provider's HelmRelease", r.suspendEarlier},
-		{v1alpha1.ConditionOCIRepositoryReady, "applying the OCIRepository", r.reconcileOCIRepository},
-		{v1alpha1.ConditionWorkloadClusterReady, "putting kro's CRDs and RBAC on the ControlPlane", r.reconcileControlPlaneParts},
-		{v1alpha1.ConditionWorkloadClusterReady, "preparing kro's credential for the ControlPlane", r.reconcileKroCredential},
-		{v1alpha1.ConditionHelmReleaseReady, "applying the HelmRelease", r.reconcileHelmRelease},
-		{v1alpha1.ConditionHandOver, "removing the earlier provider's objects", r.finishHandOver},
+		{v1alpha1.ConditionVersionResolved, "resolving the version", r.steps().version.resolveVersion},
+		{v1alpha1.ConditionPullSecretsReady, "preparing the chart pull secret", r.steps().secrets.reconcileChartPullSecret},
+		{v1alpha1.ConditionControlPlaneAccessReady, "reaching the ControlPlane", r.steps().flux.observeControlPlane},
+		{v1alpha1.ConditionHelmReleaseReady, "moving kro to the version's placement", r.steps().placement.movePlacement},
+		{v1alpha1.ConditionWorkloadClusterReady, "reaching the workload cluster", r.steps().placement.observeWorkloadCluster},
+		{v1alpha1.ConditionControlPlaneAccessReady, "reading kro's health for the rollout", r.steps().version.observeRolloutHealth},
+		{v1alpha1.ConditionPullSecretsReady, "copying image pull secrets to where kro runs", r.steps().secrets.reconcileImagePullSecrets},
+		{v1alpha1.ConditionHelmReleaseReady, "suspending the earlier provider's HelmRelease", r.steps().handOver.suspendEarlier},
+		{v1alpha1.ConditionOCIRepositoryReady, "applying the OCIRepository", r.steps().flux.reconcileOCIRepository},
+		{v1alpha1.ConditionWorkloadClusterReady, "putting kro's CRDs and RBAC on the ControlPlane", r.steps().placement.reconcileControlPlaneParts},
+		{v1alpha1.ConditionWorkloadClusterReady, "preparing kro's credential for the ControlPlane", r.steps().placement.reconcileKroCredential},
+		{v1alpha1.ConditionHelmReleaseReady, "applying the HelmRelease", r.steps().flux.reconcileHelmRelease},
+		{v1alpha1.ConditionHandOver, "removing the earlier provider's objects", r.steps().handOver.finishHandOver},
 	}
 	for _, st := range steps {
 		res, err := st.run(ctx, s)
@@ -297,7 +293,7 @@ func (r *KroReconciler) writeStatus(ctx context.Context, s *scope, res result, r
 		return nil
 	}
 	before := s.before
-	if err := r.inventory(ctx, s); err != nil {
+	if err := r.steps().flux.inventory(ctx, s); err != nil {
 		return err
 	}
 	now := metav1.Now()
@@ -329,15 +325,6 @@ func (r *KroReconciler) addFinalizer(ctx context.Context, kro *v1alpha1.Kro, w *
 	}
 	w.before(kro)
 	return r.Onboarding.Patch(ctx, kro, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
-}
-
-func (r *KroReconciler) removeFinalizer(ctx context.Context, kro *v1alpha1.Kro, w *writeTracker) error {
-	orig := kro.DeepCopy()
-	if !controllerutil.RemoveFinalizer(kro, v1alpha1.Finalizer) {
-		return nil
-	}
-	w.before(kro)
-	return client.IgnoreNotFound(r.Onboarding.Patch(ctx, kro, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})))
 }
 
 // consumeReconcileOperation removes openmcp.cloud/operation=reconcile, and only that
@@ -405,7 +392,7 @@ func (r *KroReconciler) reportIgnoredDeletion(ctx context.Context, kro *v1alpha1
 	return client.IgnoreNotFound(err)
 }
 
-func (r *KroReconciler) gracePeriod() time.Duration {
+func (r *deletion) gracePeriod() time.Duration {
 	if r.AccessGracePeriod > 0 {
 		return r.AccessGracePeriod
 	}

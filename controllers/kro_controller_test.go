@@ -585,7 +585,7 @@ func TestSourceSecretMapsToExactlyItsKros(t *testing.T) {
 	secret := func(name string) client.Object {
 		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: podNamespace, Name: name}}
 	}
-	g.Expect(r.krosOfSecret(context.Background(), secret(chart))).To(ConsistOf(ctrl.Request{NamespacedName: client.ObjectKeyFromObject(a)}))
-	g.Expect(r.krosOfSecret(context.Background(), secret(image))).To(ConsistOf(ctrl.Request{NamespacedName: client.ObjectKeyFromObject(b)}))
-	g.Expect(r.krosOfSecret(context.Background(), secret(uniq("unused")))).To(BeEmpty())
+	g.Expect(r.steps().watches.krosOfSecret(context.Background(), secret(chart))).To(ConsistOf(ctrl.Request{NamespacedName: client.ObjectKeyFromObject(a)}))
+	g.Expect(r.steps().watches.krosOfSecret(context.Background(), secret(image))).To(ConsistOf(ctrl.Request{NamespacedName: client.ObjectKeyFromObject(b)}))
+	g.Expect(r.steps().watches.krosOfSecret(context.Background(), secret(uniq("unused")))).To(BeEmpty())
 }

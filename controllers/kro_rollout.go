@@ -16,7 +16,7 @@ import (
 
 // releaseRecordOf reads the record of the Kro's HelmRelease from the cache; none when the
 // HelmRelease is not there or not the provider's.
-func (r *KroReconciler) releaseRecordOf(ctx context.Context, s *scope) (rollout.Record, error) {
+func (r *versionResolver) releaseRecordOf(ctx context.Context, s *scope) (rollout.Record, error) {
 	hr := &helmv2.HelmRelease{}
 	err := r.Platform.Get(ctx, client.ObjectKey{Namespace: s.tenantNamespace, Name: owned.FluxObjectName(r.ProviderName)}, hr)
 	if apierrors.IsNotFound(err) {
@@ -35,7 +35,7 @@ func (r *KroReconciler) releaseRecordOf(ctx context.Context, s *scope) (rollout.
 // the Kro or holds it as failed, for its status; the first read after the admission, made before the
 // HelmRelease carries the revision, is the admission's instance baseline. Both count
 // only the instances created no later than the admission.
-func (r *KroReconciler) observeRolloutHealth(ctx context.Context, s *scope) (result, error) {
+func (r *versionResolver) observeRolloutHealth(ctx context.Context, s *scope) (result, error) {
 	if !s.gate || s.record.Admission == nil {
 		return proceed, nil
 	}

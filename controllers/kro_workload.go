@@ -14,12 +14,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
-	"github.com/openmcp-project/service-provider-kro/controllers/reach"
 	"github.com/openmcp-project/service-provider-kro/controllers/owned"
+	"github.com/openmcp-project/service-provider-kro/controllers/reach"
 )
 
 // withdrawKroAccess withdraws kro's own access to the ControlPlane where openmcp granted it.
-func (r *KroReconciler) withdrawKroAccess(ctx context.Context, s *scope) error {
+func (r *placement) withdrawKroAccess(ctx context.Context, s *scope) error {
 	access := r.ControlPlanes.KroAccess()
 	if access == nil {
 		return nil
@@ -32,7 +32,7 @@ func (r *KroReconciler) withdrawKroAccess(ctx context.Context, s *scope) error {
 // that names the token and CA files beside it), so that a token openmcp rotates reaches
 // kro without a restart. It is copied again when openmcp's secret changes, which the
 // access cache's watch of secrets' metadata reports.
-func (r *KroReconciler) copyKroGrant(ctx context.Context, s *scope, access reach.KroAccess) (result, error) {
+func (r *placement) copyKroGrant(ctx context.Context, s *scope, access reach.KroAccess) (result, error) {
 	key := client.ObjectKeyFromObject(s.kro)
 	workload := liveOnMiss{Client: s.workload.Cluster.GetClient(), live: s.workload.Cluster.GetAPIReader()}
 	current, err := currentKroCredential(ctx, workload, s.kro, r.ProviderName, s.workload.Namespace)
@@ -117,7 +117,7 @@ func unixTime(data []byte) time.Time {
 // (workload_cleanup.go). Under openmcp, openmcp's cluster provider made it with the
 // provider's access, and the provider labels it (its rights there are get, patch and
 // delete of that one namespace).
-func (r *KroReconciler) ensureWorkloadNamespace(ctx context.Context, s *scope) error {
+func (r *placement) ensureWorkloadNamespace(ctx context.Context, s *scope) error {
 	w := s.workload
 	labels := owned.Labels(s.kro, r.ProviderName, "")
 	if !w.NamespaceGranted {
@@ -160,7 +160,7 @@ func grantedBy(w *reach.WorkloadClusterAccess) string {
 // observeWorkloadCluster reaches the workload cluster of a version placed on one and
 // sets where kro runs. For a version placed on the ControlPlane, kro runs there, and a
 // workload cluster engaged for the Kro before is let go.
-func (r *KroReconciler) observeWorkloadCluster(ctx context.Context, s *scope) (result, error) {
+func (r *placement) observeWorkloadCluster(ctx context.Context, s *scope) (result, error) {
 	if v1alpha1.PlacementOf(s.version) != v1alpha1.PlacementWorkloadCluster {
 		r.ControlPlanes.DisengageWorkloadCluster(ctx, client.ObjectKeyFromObject(s.kro))
 		s.site = reach.ControlPlaneSite(s.access)
@@ -188,7 +188,7 @@ func (r *KroReconciler) observeWorkloadCluster(ctx context.Context, s *scope) (r
 
 // reconcileKroCredential keeps kro's own credential for the ControlPlane in the tenant's
 // namespace on the workload cluster, and brings the Kro back when it is due for rotation.
-func (r *KroReconciler) reconcileKroCredential(ctx context.Context, s *scope) (result, error) {
+func (r *placement) reconcileKroCredential(ctx context.Context, s *scope) (result, error) {
 	if s.workload == nil {
 		return proceed, nil
 	}

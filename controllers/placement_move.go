@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
-	"github.com/openmcp-project/service-provider-kro/controllers/reach"
 	"github.com/openmcp-project/service-provider-kro/controllers/owned"
+	"github.com/openmcp-project/service-provider-kro/controllers/reach"
 )
 
 // Moving kro between placements. A version's placement is part of its artifacts, so a
@@ -46,14 +46,14 @@ func releasePlacement(hr *helmv2.HelmRelease) v1alpha1.Placement {
 }
 
 // movePlacement runs the move when the version places kro elsewhere than where it is.
-func (r *KroReconciler) movePlacement(ctx context.Context, s *scope) (result, error) {
+func (r *placement) movePlacement(ctx context.Context, s *scope) (result, error) {
 	hr := &helmv2.HelmRelease{}
 	switch err := r.Platform.Get(ctx, client.ObjectKey{Namespace: s.tenantNamespace, Name: owned.FluxObjectName(r.ProviderName)}, hr); {
 	case apierrors.IsNotFound(err):
 		return r.leaveOldPlacement(ctx, s)
 	case err != nil:
 		return proceed, fmt.Errorf("reading HelmRelease %s/%s: %w", s.tenantNamespace, owned.FluxObjectName(r.ProviderName), err)
-	case !r.madeFor(s.kro, hr):
+	case !r.deletion.madeFor(s.kro, hr):
 		return proceed, nil // reported as a conflict by the HelmRelease step
 	}
 	s.placedRelease = hr
@@ -90,7 +90,7 @@ func fluxUninstallNote(hr *helmv2.HelmRelease) string {
 // leaveOldPlacement removes what the provider made for kro on the side it left, once no
 // HelmRelease is left; status.placement, the record of that side (placement_record.go),
 // names it until then, and the version's placement from then on.
-func (r *KroReconciler) leaveOldPlacement(ctx context.Context, s *scope) (result, error) {
+func (r *placement) leaveOldPlacement(ctx context.Context, s *scope) (result, error) {
 	from, to := s.kro.Status.Placement, v1alpha1.PlacementOf(s.version)
 	res, err := r.leavePlacement(ctx, s, from, to)
 	if res != proceed || err != nil {
@@ -101,13 +101,13 @@ func (r *KroReconciler) leaveOldPlacement(ctx context.Context, s *scope) (result
 
 // leavePlacement removes what the provider made for kro on the side from, when kro is
 // to be placed on another side.
-func (r *KroReconciler) leavePlacement(ctx context.Context, s *scope, from, to v1alpha1.Placement) (result, error) {
+func (r *placement) leavePlacement(ctx context.Context, s *scope, from, to v1alpha1.Placement) (result, error) {
 	if from == "" || from == to {
 		return proceed, nil
 	}
 	switch from {
 	case v1alpha1.PlacementControlPlane:
-		if err := r.removeImageSecretCopies(ctx, s.access.Client, s.kro, owned.KroNamespace, nil); err != nil {
+		if err := r.secrets.removeImageSecretCopies(ctx, s.access.Client, s.kro, owned.KroNamespace, nil); err != nil {
 			return proceed, err
 		}
 		return proceed, nil

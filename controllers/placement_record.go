@@ -27,7 +27,7 @@ import (
 // stops in between would otherwise leave objects on a side no record names.
 
 // recordPlacement makes status.placement say p, at once, unless it already does.
-func (r *KroReconciler) recordPlacement(ctx context.Context, s *scope, p v1alpha1.Placement) error {
+func (r *placement) recordPlacement(ctx context.Context, s *scope, p v1alpha1.Placement) error {
 	if p == "" || s.kro.Status.Placement == p {
 		return nil
 	}
@@ -44,7 +44,7 @@ func (r *KroReconciler) recordPlacement(ctx context.Context, s *scope, p v1alpha
 }
 
 // recordReleasePlacement records where the Kro's own HelmRelease installs kro.
-func (r *KroReconciler) recordReleasePlacement(ctx context.Context, s *scope, hr *helmv2.HelmRelease) error {
+func (r *placement) recordReleasePlacement(ctx context.Context, s *scope, hr *helmv2.HelmRelease) error {
 	if hr == nil {
 		return nil
 	}

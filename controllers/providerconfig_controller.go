@@ -283,7 +283,7 @@ func (r *ProviderConfigReconciler) observe(ctx context.Context, pc *v1alpha1.Pro
 	}
 	// sourceSecret is the Kro reconciler's check, so that both objects tell the same
 	// story about a secret: missing, or of the wrong type. It reads names and types only.
-	secrets := &KroReconciler{Platform: r.Platform, PodNamespace: r.PodNamespace}
+	secrets := &pullSecrets{kroClients: kroClients{Platform: r.Platform, PodNamespace: r.PodNamespace}}
 	for i := range pc.Spec.Versions {
 		if err := checkPullSecrets(ctx, secrets, &pc.Spec.Versions[i], "", &obs); err != nil {
 			return obs, err
@@ -307,7 +307,7 @@ func (r *ProviderConfigReconciler) observe(ctx context.Context, pc *v1alpha1.Pro
 // checkPullSecrets adds the problems of the pull secrets that a version's artifacts name
 // to obs. revision names the revision the artifacts were read from, for the messages: ""
 // for the version in spec.versions.
-func checkPullSecrets(ctx context.Context, secrets *KroReconciler, v *v1alpha1.KroVersion, revision string, obs *providerConfigObservation) error {
+func checkPullSecrets(ctx context.Context, secrets *pullSecrets, v *v1alpha1.KroVersion, revision string, obs *providerConfigObservation) error {
 	images, err := versions.ImagePullSecretNames(v)
 	if err != nil {
 		msg := err.Error()

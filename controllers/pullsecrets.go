@@ -21,7 +21,7 @@ import (
 // reconcileChartPullSecret makes sure the tenant namespace exists, checks every pull
 // secret the version names (chart and images), copies the chart pull secret into the
 // tenant namespace and removes copies that are no longer used.
-func (r *KroReconciler) reconcileChartPullSecret(ctx context.Context, s *scope) (result, error) {
+func (r *pullSecrets) reconcileChartPullSecret(ctx context.Context, s *scope) (result, error) {
 	if out, err := r.ensureTenantNamespace(ctx, s); err != nil || out == waiting {
 		return out, err
 	}
@@ -90,13 +90,13 @@ func (r *KroReconciler) reconcileChartPullSecret(ctx context.Context, s *scope) 
 // reconcileImagePullSecrets copies the version's image pull secrets to where kro runs
 // (kro-system on the ControlPlane, or the tenant's namespace on the workload cluster) and
 // removes copies that are no longer referenced.
-func (r *KroReconciler) reconcileImagePullSecrets(ctx context.Context, s *scope) (result, error) {
+func (r *pullSecrets) reconcileImagePullSecrets(ctx context.Context, s *scope) (result, error) {
 	site := s.site
 	c := site.Cluster.GetClient()
 	if len(s.imageSecrets) > 0 {
 		var err error
 		if s.workload != nil {
-			err = r.ensureWorkloadNamespace(ctx, s)
+			err = r.placement.ensureWorkloadNamespace(ctx, s)
 		} else {
 			err = owned.EnsureNamespace(ctx, c, site.Namespace, nil)
 		}
@@ -150,7 +150,7 @@ func pullSecretsMessage(s *scope, copiedImages bool) string {
 
 // sourceSecret reads a pull secret from the provider's namespace. A secret that is
 // missing or of the wrong type is a problem for the platform team to fix, not an error.
-func (r *KroReconciler) sourceSecret(ctx context.Context, name, use, version string) (*corev1.Secret, *secretProblem, error) {
+func (r *pullSecrets) sourceSecret(ctx context.Context, name, use, version string) (*corev1.Secret, *secretProblem, error) {
 	secret := &corev1.Secret{}
 	err := r.Platform.Get(ctx, client.ObjectKey{Namespace: r.PodNamespace, Name: name}, secret)
 	if apierrors.IsNotFound(err) {
@@ -176,7 +176,7 @@ type secretProblem struct {
 
 // removeChartSecretCopies deletes the copies of chart pull secrets in the tenant
 // namespace except keep ("" removes all).
-func (r *KroReconciler) removeChartSecretCopies(ctx context.Context, c client.Reader, kro *v1alpha1.Kro, namespace, keep string) error {
+func (r *pullSecrets) removeChartSecretCopies(ctx context.Context, c client.Reader, kro *v1alpha1.Kro, namespace, keep string) error {
 	list := &corev1.SecretList{}
 	if err := c.List(ctx, list, client.InNamespace(namespace), r.copyLabels(kro, v1alpha1.RoleChartPullSecret)); err != nil {
 		return fmt.Errorf("listing chart pull secret copies in %s: %w", namespace, err)
@@ -186,7 +186,7 @@ func (r *KroReconciler) removeChartSecretCopies(ctx context.Context, c client.Re
 
 // removeImageSecretCopies deletes the copies of image pull secrets in namespace (where
 // kro runs) except those named in keep.
-func (r *KroReconciler) removeImageSecretCopies(ctx context.Context, c client.Client, kro *v1alpha1.Kro, namespace string, keep []string) error {
+func (r *pullSecrets) removeImageSecretCopies(ctx context.Context, c client.Client, kro *v1alpha1.Kro, namespace string, keep []string) error {
 	list := &corev1.SecretList{}
 	if err := c.List(ctx, list, client.InNamespace(namespace), r.copyLabels(kro, v1alpha1.RoleImagePullSecret)); err != nil {
 		return fmt.Errorf("listing image pull secret copies in %s: %w", namespace, err)
@@ -195,7 +195,7 @@ func (r *KroReconciler) removeImageSecretCopies(ctx context.Context, c client.Cl
 }
 
 // copyLabels select the secret copies of one role that the provider made for a Kro.
-func (r *KroReconciler) copyLabels(kro *v1alpha1.Kro, role string) client.MatchingLabels {
+func (r *pullSecrets) copyLabels(kro *v1alpha1.Kro, role string) client.MatchingLabels {
 	return client.MatchingLabels(owned.Labels(kro, r.ProviderName, role))
 }
 
@@ -203,7 +203,7 @@ func (r *KroReconciler) copyLabels(kro *v1alpha1.Kro, role string) client.Matchi
 // Only a secret that carries the provider's labels is deleted, and only the very object
 // that was listed (its UID is a precondition): a secret of the same name that someone
 // made since is left alone.
-func (r *KroReconciler) deleteSecrets(ctx context.Context, c client.Client, secrets []corev1.Secret, keep func(string) bool) error {
+func (r *pullSecrets) deleteSecrets(ctx context.Context, c client.Client, secrets []corev1.Secret, keep func(string) bool) error {
 	for i := range secrets {
 		if keep(secrets[i].Name) || secrets[i].Labels[v1alpha1.LabelManagedBy] != v1alpha1.ManagedByValue || secrets[i].Labels[v1alpha1.LabelProvider] != foreign.LabelValue(r.ProviderName) {
 			continue
@@ -225,7 +225,7 @@ func managedSecret(cluster string, s *corev1.Secret) v1alpha1.ManagedResource {
 }
 
 // ensureTenantNamespace creates the tenant namespace when openmcp has not (standalone use).
-func (r *KroReconciler) ensureTenantNamespace(ctx context.Context, s *scope) (result, error) {
+func (r *pullSecrets) ensureTenantNamespace(ctx context.Context, s *scope) (result, error) {
 	ns := &corev1.Namespace{}
 	err := r.PlatformReader.Get(ctx, client.ObjectKey{Name: s.tenantNamespace}, ns)
 	switch {

@@ -31,7 +31,7 @@ func shardKey(kro types.NamespacedName) string { return string(controlplane.Clus
 
 // shardChanges enqueues the Kros whose owner changed as this replica sees the members:
 // the ones it takes over are reconciled and engaged, the ones it hands over disengaged.
-func (r *KroReconciler) shardChanges() source.Source {
+func (r *kroWatches) shardChanges() source.Source {
 	return source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 		self := r.Shard.Identity()
 		r.Shard.Subscribe(func(before, after []string) {

@@ -15,7 +15,7 @@ import (
 // resolveVersion looks the Kro's version up in the ProviderConfig. A missing
 // ProviderConfig or a version not on offer is invalid input: the step waits for the
 // ProviderConfig or the Kro to change.
-func (r *KroReconciler) resolveVersion(ctx context.Context, s *scope) (result, error) {
+func (r *versionResolver) resolveVersion(ctx context.Context, s *scope) (result, error) {
 	pc := &v1alpha1.ProviderConfig{}
 	if err := r.Platform.Get(ctx, client.ObjectKey{Name: r.ProviderName}, pc); err != nil {
 		if !apierrors.IsNotFound(err) {
@@ -45,7 +45,7 @@ func (r *KroReconciler) resolveVersion(ctx context.Context, s *scope) (result, e
 // revision a Kro runs is the one its HelmRelease records (rollout/admission.go), so that a Kro
 // whose status was lost is not waved through a rollout; status.revision serves for a
 // HelmRelease from before the record.
-func (r *KroReconciler) chooseRevision(ctx context.Context, s *scope, pc *v1alpha1.ProviderConfig, v *v1alpha1.KroVersion) (result, error) {
+func (r *versionResolver) chooseRevision(ctx context.Context, s *scope, pc *v1alpha1.ProviderConfig, v *v1alpha1.KroVersion) (result, error) {
 	update, err := rollout.RevisionName(r.ProviderName, v)
 	if err != nil {
 		s.obs.invalidVersion(v.Version, err)

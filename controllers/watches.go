@@ -70,11 +70,11 @@ func (r *KroReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, 
 	}); err != nil {
 		return fmt.Errorf("indexing Kros by tenant namespace: %w", err)
 	}
-	inTenantNamespace := handler.EnqueueRequestsFromMapFunc(r.krosInTenantNamespace)
+	inTenantNamespace := handler.EnqueueRequestsFromMapFunc(r.steps().watches.krosInTenantNamespace)
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.Kro{}, builder.WithPredicates(kroChanged{})).
-		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &v1alpha1.ProviderConfig{}, r.providerConfigChanges())).
-		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.krosOfSecret), copyChanged(r.PodNamespace))).
+		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &v1alpha1.ProviderConfig{}, r.steps().watches.providerConfigChanges())).
+		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.steps().watches.krosOfSecret), copyChanged(r.PodNamespace))).
 		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &sourcev1.OCIRepository{}, inTenantNamespace, fluxChanged{})).
 		WatchesRawSource(source.Kind[client.Object](platform.GetCache(), &helmv2.HelmRelease{}, inTenantNamespace, fluxChanged{}))
 	if earlier, ok := r.Earlier.(cache.Cache); ok {
@@ -85,7 +85,7 @@ func (r *KroReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, 
 		b = b.WatchesRawSource(src)
 	}
 	if r.Shard != nil {
-		b = b.WatchesRawSource(r.shardChanges())
+		b = b.WatchesRawSource(r.steps().watches.shardChanges())
 	}
 	return b.Named("kro").WithOptions(controller.Options{MaxConcurrentReconciles: r.concurrency()}).Complete(r)
 }
@@ -105,7 +105,7 @@ func (kroChanged) Update(e event.UpdateEvent) bool {
 }
 
 // krosInTenantNamespace maps an object in a tenant namespace to the Kro it belongs to.
-func (r *KroReconciler) krosInTenantNamespace(ctx context.Context, o client.Object) []reconcile.Request {
+func (r *kroWatches) krosInTenantNamespace(ctx context.Context, o client.Object) []reconcile.Request {
 	list := &v1alpha1.KroList{}
 	if err := r.Onboarding.List(ctx, list, client.MatchingFields{indexTenantNamespace: o.GetNamespace()}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "mapping an object to its Kro", "namespace", o.GetNamespace())
@@ -118,7 +118,7 @@ func (r *KroReconciler) krosInTenantNamespace(ctx context.Context, o client.Obje
 // spec changes; a change of its status only the Kros a rollout has just admitted. The
 // status counts the Kros and changes with them: were every change to bring every Kro
 // back, each Kro would bring all the others back.
-func (r *KroReconciler) providerConfigChanges() handler.EventHandler {
+func (r *kroWatches) providerConfigChanges() handler.EventHandler {
 	all := handler.EnqueueRequestsFromMapFunc(r.krosOfProviderConfig)
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
@@ -168,7 +168,7 @@ func newlyAdmitted(old, pc *v1alpha1.ProviderConfig) []types.NamespacedName {
 }
 
 // krosOfProviderConfig enqueues every Kro of the provider's ProviderConfig.
-func (r *KroReconciler) krosOfProviderConfig(ctx context.Context, o client.Object) []reconcile.Request {
+func (r *kroWatches) krosOfProviderConfig(ctx context.Context, o client.Object) []reconcile.Request {
 	if o.GetName() != r.ProviderName {
 		return nil
 	}
@@ -184,7 +184,7 @@ func (r *KroReconciler) krosOfProviderConfig(ctx context.Context, o client.Objec
 // that use it: those whose version uses it now, and those whose running revision
 // (status.revision) does, as a rollout may hold them on it (chooseRevision). A copy in a
 // tenant namespace maps to its Kro.
-func (r *KroReconciler) krosOfSecret(ctx context.Context, o client.Object) []reconcile.Request {
+func (r *kroWatches) krosOfSecret(ctx context.Context, o client.Object) []reconcile.Request {
 	if o.GetNamespace() != r.PodNamespace {
 		return r.krosInTenantNamespace(ctx, o)
 	}
@@ -204,7 +204,7 @@ func (r *KroReconciler) krosOfSecret(ctx context.Context, o client.Object) []rec
 }
 
 // versionsUsing are the versions in the ProviderConfig whose artifacts name the secret.
-func (r *KroReconciler) versionsUsing(ctx context.Context, secret string) map[string]bool {
+func (r *kroWatches) versionsUsing(ctx context.Context, secret string) map[string]bool {
 	pc := &v1alpha1.ProviderConfig{}
 	if err := r.Platform.Get(ctx, client.ObjectKey{Name: r.ProviderName}, pc); err != nil {
 		return nil
@@ -221,7 +221,7 @@ func (r *KroReconciler) versionsUsing(ctx context.Context, secret string) map[st
 // revisionsUsing are the kept revisions whose artifacts name the secret. They come from
 // the platform cache, a few per version, so that the mapping costs no request and does
 // not grow with the Kros.
-func (r *KroReconciler) revisionsUsing(ctx context.Context, secret string) map[string]bool {
+func (r *kroWatches) revisionsUsing(ctx context.Context, secret string) map[string]bool {
 	list := &appsv1.ControllerRevisionList{}
 	if err := r.Platform.List(ctx, list, client.InNamespace(r.PodNamespace), client.MatchingLabels{v1alpha1.LabelProvider: r.ProviderName}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "listing ControllerRevisions")

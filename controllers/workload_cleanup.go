@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
-	"github.com/openmcp-project/service-provider-kro/controllers/reach"
 	"github.com/openmcp-project/service-provider-kro/controllers/owned"
+	"github.com/openmcp-project/service-provider-kro/controllers/reach"
 )
 
 // What a deletion removes of the WorkloadCluster placement once Flux has uninstalled kro:
@@ -26,7 +26,7 @@ import (
 // removeWorkloadLeftovers removes what the provider made for kro on the workload cluster
 // and on the ControlPlane (access, when it works). It returns waiting while the workload
 // cluster is there but cannot be reached, so that nothing is left on it.
-func (r *KroReconciler) removeWorkloadLeftovers(ctx context.Context, s *scope, access *reach.ControlPlaneAccess) (result, error) {
+func (r *placement) removeWorkloadLeftovers(ctx context.Context, s *scope, access *reach.ControlPlaneAccess) (result, error) {
 	if s.kro.Status.Placement != v1alpha1.PlacementWorkloadCluster {
 		return proceed, nil
 	}
@@ -36,7 +36,7 @@ func (r *KroReconciler) removeWorkloadLeftovers(ctx context.Context, s *scope, a
 // leaveWorkloadCluster removes kro's service account and RBAC from the ControlPlane
 // (access, when it works) and the tenant's namespace from the workload cluster: a
 // deletion, or a move to the ControlPlane.
-func (r *KroReconciler) leaveWorkloadCluster(ctx context.Context, s *scope, access *reach.ControlPlaneAccess) (result, error) {
+func (r *placement) leaveWorkloadCluster(ctx context.Context, s *scope, access *reach.ControlPlaneAccess) (result, error) {
 	if err := r.withdrawKroAccess(ctx, s); err != nil {
 		return proceed, err
 	}
@@ -52,7 +52,7 @@ func (r *KroReconciler) leaveWorkloadCluster(ctx context.Context, s *scope, acce
 // cluster. It waits (undecided) while the connection is made, and (waiting, with the
 // reason in DeletionBlocked) while the workload cluster does not answer; without a
 // kubeconfig for it there is nothing to reach.
-func (r *KroReconciler) removeWorkloadNamespaceIfReachable(ctx context.Context, s *scope) (result, error) {
+func (r *placement) removeWorkloadNamespaceIfReachable(ctx context.Context, s *scope) (result, error) {
 	w, err := r.ControlPlanes.WorkloadCluster(ctx, s.kro, false)
 	na, notAvailable := reach.AsNotAvailable(err)
 	switch {
@@ -78,7 +78,7 @@ func (r *KroReconciler) removeWorkloadNamespaceIfReachable(ctx context.Context, 
 // workload cluster when the provider made it for this Kro. The credential goes first and
 // by itself, so that its token is not left readable in a namespace whose deletion waits
 // (for a finalizer, or with openmcp's grant of it).
-func (r *KroReconciler) removeWorkloadNamespace(ctx context.Context, s *scope, w *reach.WorkloadClusterAccess) error {
+func (r *placement) removeWorkloadNamespace(ctx context.Context, s *scope, w *reach.WorkloadClusterAccess) error {
 	if err := deleteKroCredential(ctx, w.Cluster.GetAPIReader(), w.Cluster.GetClient(), s.kro, r.ProviderName, w.Namespace); err != nil {
 		return err
 	}
@@ -104,12 +104,12 @@ func removeNamespaceOn(ctx context.Context, reader client.Reader, c client.Clien
 
 // removeKroOnControlPlane deletes kro's service account (its tokens stop working first)
 // and the RBAC that the provider put on the ControlPlane for this Kro.
-func (r *KroReconciler) removeKroOnControlPlane(ctx context.Context, s *scope, access *reach.ControlPlaneAccess) error {
+func (r *placement) removeKroOnControlPlane(ctx context.Context, s *scope, access *reach.ControlPlaneAccess) error {
 	if err := owned.DeleteProviders(ctx, access.Reader, access.Client, kroServiceAccount, &corev1.ServiceAccount{}); err != nil {
 		return fmt.Errorf("deleting ServiceAccount %s on the ControlPlane: %w", kroServiceAccount, err)
 	}
 	for _, list := range []client.ObjectList{&rbacv1.ClusterRoleBindingList{}, &rbacv1.ClusterRoleList{}} {
-		if err := access.Reader.List(ctx, list, r.copyLabels(s.kro, v1alpha1.RoleKroParts)); err != nil {
+		if err := access.Reader.List(ctx, list, r.secrets.copyLabels(s.kro, v1alpha1.RoleKroParts)); err != nil {
 			return fmt.Errorf("listing kro's RBAC on the ControlPlane: %w", err)
 		}
 		objs, err := apimeta.ExtractList(list)

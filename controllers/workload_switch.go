@@ -14,8 +14,8 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
-	"github.com/openmcp-project/service-provider-kro/controllers/reach"
 	"github.com/openmcp-project/service-provider-kro/controllers/owned"
+	"github.com/openmcp-project/service-provider-kro/controllers/reach"
 )
 
 // A switch of the workload cluster (standalone): the labelled kubeconfig secret chosen
@@ -37,7 +37,7 @@ const oldClusterTimeout = 10 * time.Second
 
 // switchWorkloadCluster leaves the workload cluster kro runs on when another one is
 // chosen (w); proceed when there is no such switch.
-func (r *KroReconciler) switchWorkloadCluster(ctx context.Context, s *scope, w *reach.WorkloadClusterAccess) (result, error) {
+func (r *placement) switchWorkloadCluster(ctx context.Context, s *scope, w *reach.WorkloadClusterAccess) (result, error) {
 	hr := s.placedRelease
 	if r.AccessMode == reach.AccessOpenMCP || hr == nil || releasePlacement(hr) != v1alpha1.PlacementWorkloadCluster ||
 		hr.Spec.KubeConfig == nil || hr.Spec.KubeConfig.SecretRef == nil || hr.Spec.KubeConfig.SecretRef.Name == w.Kubeconfig.Name {
@@ -78,7 +78,7 @@ func (r *KroReconciler) switchWorkloadCluster(ctx context.Context, s *scope, w *
 // leaveOldWorkloadCluster removes kro's credential and the tenant's namespace from the
 // workload cluster of the HelmRelease's kubeconfig secret. It returns that secret's name,
 // or "" when the secret is gone and nothing there can be reached.
-func (r *KroReconciler) leaveOldWorkloadCluster(ctx context.Context, s *scope, hr *helmv2.HelmRelease, namespace string) (string, error) {
+func (r *placement) leaveOldWorkloadCluster(ctx context.Context, s *scope, hr *helmv2.HelmRelease, namespace string) (string, error) {
 	ref := hr.Spec.KubeConfig.SecretRef
 	secret := &corev1.Secret{}
 	switch err := r.PlatformReader.Get(ctx, client.ObjectKey{Namespace: s.tenantNamespace, Name: ref.Name}, secret); {
@@ -107,7 +107,7 @@ func (r *KroReconciler) leaveOldWorkloadCluster(ctx context.Context, s *scope, h
 }
 
 // suspendRelease suspends a HelmRelease, so that Flux deletes it without an uninstall.
-func (r *KroReconciler) suspendRelease(ctx context.Context, hr *helmv2.HelmRelease) error {
+func (r *placement) suspendRelease(ctx context.Context, hr *helmv2.HelmRelease) error {
 	if hr.Spec.Suspend {
 		return nil
 	}
@@ -123,7 +123,7 @@ func (r *KroReconciler) suspendRelease(ctx context.Context, hr *helmv2.HelmRelea
 // namespace from the workload cluster the HelmRelease installs kro on when another
 // cluster is chosen meanwhile (a reconcile that stopped early never switched): the
 // clean-up after the uninstall reaches only the chosen one.
-func (r *KroReconciler) leaveSwitchedWorkloadCluster(ctx context.Context, s *scope, hr *helmv2.HelmRelease) (result, error) {
+func (r *placement) leaveSwitchedWorkloadCluster(ctx context.Context, s *scope, hr *helmv2.HelmRelease) (result, error) {
 	if r.AccessMode == reach.AccessOpenMCP || releasePlacement(hr) != v1alpha1.PlacementWorkloadCluster ||
 		hr.Spec.KubeConfig == nil || hr.Spec.KubeConfig.SecretRef == nil {
 		return proceed, nil
