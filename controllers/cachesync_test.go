@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/step"
 )
 
 // laggingReader serves the Kro's resourceVersions one Get after the other, the last one
@@ -39,40 +40,40 @@ func TestWaitForCache(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	key := client.ObjectKey{Namespace: "ns", Name: "k"}
-	wrote := func(rvs ...string) *writeTracker {
-		w := &writeTracker{}
+	wrote := func(rvs ...string) *step.WriteTracker {
+		w := &step.WriteTracker{}
 		for _, rv := range rvs {
-			w.before(&v1alpha1.Kro{}) // not yet created: nothing to remember
-			w.before(&v1alpha1.Kro{ObjectMeta: metav1.ObjectMeta{ResourceVersion: rv}})
+			w.Before(&v1alpha1.Kro{}) // not yet created: nothing to remember
+			w.Before(&v1alpha1.Kro{ObjectMeta: metav1.ObjectMeta{ResourceVersion: rv}})
 		}
 		return w
 	}
 
 	// Read at 10, finalizer patch made 11, status patch made 12: waits past 10 and 11.
 	r := &laggingReader{versions: []string{"10", "10", "11", "11", "12"}}
-	waitForCache(ctx, r, key, wrote("10", "11"))
+	step.WaitForCache(ctx, r, key, wrote("10", "11"))
 	g.Expect(r.gets.Load()).To(BeEquivalentTo(5))
 
 	// Someone else's newer version counts as caught up, too.
 	r = &laggingReader{versions: []string{"10", "13"}}
-	waitForCache(ctx, r, key, wrote("10"))
+	step.WaitForCache(ctx, r, key, wrote("10"))
 	g.Expect(r.gets.Load()).To(BeEquivalentTo(2))
 
 	// Gone (the finalizer was the last): nothing to wait for.
 	r = &laggingReader{versions: []string{""}}
-	waitForCache(ctx, r, key, wrote("10"))
+	step.WaitForCache(ctx, r, key, wrote("10"))
 	g.Expect(r.gets.Load()).To(BeEquivalentTo(1))
 
 	// No writes: no reads.
 	r = &laggingReader{versions: []string{"10"}}
-	waitForCache(ctx, r, key, &writeTracker{})
+	step.WaitForCache(ctx, r, key, &step.WriteTracker{})
 	g.Expect(r.gets.Load()).To(BeZero())
 
 	// A cache that never catches up is given up on after cacheCatchUp.
-	defer func(d time.Duration) { cacheCatchUp = d }(cacheCatchUp)
-	cacheCatchUp = 50 * time.Millisecond
+	defer func(d time.Duration) { step.CacheCatchUp = d }(step.CacheCatchUp)
+	step.CacheCatchUp = 50 * time.Millisecond
 	r = &laggingReader{versions: []string{"10"}}
 	start := time.Now()
-	waitForCache(ctx, r, key, wrote("10"))
-	g.Expect(time.Since(start)).To(BeNumerically(">=", cacheCatchUp))
+	step.WaitForCache(ctx, r, key, wrote("10"))
+	g.Expect(time.Since(start)).To(BeNumerically(">=", step.CacheCatchUp))
 }

@@ -18,6 +18,7 @@ import (
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
 	"github.com/openmcp-project/service-provider-kro/controllers/owned"
+	"github.com/openmcp-project/service-provider-kro/controllers/step"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
 
@@ -172,7 +173,7 @@ func TestEveryConditionIsAlwaysPresent(t *testing.T) {
 	for _, c := range got.Status.Conditions {
 		types = append(types, c.Type)
 	}
-	g.Expect(types).To(Equal(conditionsOf(v1alpha1.PlacementControlPlane)))
+	g.Expect(types).To(Equal(step.ConditionsOf(v1alpha1.PlacementControlPlane)))
 	for _, typ := range []string{v1alpha1.ConditionPullSecretsReady, v1alpha1.ConditionOCIRepositoryReady, v1alpha1.ConditionControlPlaneAccessReady,
 		v1alpha1.ConditionHelmReleaseReady, v1alpha1.ConditionResourceGraphDefinitionsReady} {
 		c := condition(got, typ)

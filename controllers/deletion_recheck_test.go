@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/deletion"
 )
 
 // TestInstanceRecheckBacksOff: a deletion blocked by instances looks again soon while it
@@ -23,10 +24,10 @@ import (
 func TestInstanceRecheckBacksOff(t *testing.T) {
 	g := NewWithT(t)
 	now := time.Now()
-	g.Expect(instanceRecheck(time.Time{}, now)).To(Equal(2 * time.Second))
-	g.Expect(instanceRecheck(now.Add(-5*time.Second), now)).To(Equal(2 * time.Second))
-	g.Expect(instanceRecheck(now.Add(-2*time.Minute), now)).To(Equal(12 * time.Second))
-	g.Expect(instanceRecheck(now.Add(-3*time.Hour), now)).To(Equal(time.Minute))
+	g.Expect(deletion.InstanceRecheck(time.Time{}, now)).To(Equal(2 * time.Second))
+	g.Expect(deletion.InstanceRecheck(now.Add(-5*time.Second), now)).To(Equal(2 * time.Second))
+	g.Expect(deletion.InstanceRecheck(now.Add(-2*time.Minute), now)).To(Equal(12 * time.Second))
+	g.Expect(deletion.InstanceRecheck(now.Add(-3*time.Hour), now)).To(Equal(time.Minute))
 }
 
 // TestLongBlockedDeletionLooksRarely: a deletion blocked by instances for an hour (its

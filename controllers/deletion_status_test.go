@@ -18,7 +18,9 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
+	"github.com/openmcp-project/service-provider-kro/controllers/flux"
 	"github.com/openmcp-project/service-provider-kro/controllers/owned"
+	"github.com/openmcp-project/service-provider-kro/controllers/step"
 )
 
 // unreachableKubeconfig is a well-formed kubeconfig of a ControlPlane that does not answer
@@ -190,7 +192,7 @@ func TestConsumingReconcileKeepsAFreshIgnore(t *testing.T) {
 	stale.ResourceVersion, stale.UID = k.ResourceVersion, k.UID
 
 	r := &KroReconciler{Onboarding: onboarding.Client}
-	g.Expect(r.consumeReconcileOperation(ctx, stale, &writeTracker{})).To(Succeed())
+	g.Expect(r.consumeReconcileOperation(ctx, stale, &step.WriteTracker{})).To(Succeed())
 	got := getKro(g, k)
 	g.Expect(got.Annotations).To(HaveKeyWithValue(constants.OperationAnnotation, constants.OperationAnnotationValueIgnore))
 	g.Expect(got.Annotations).To(HaveKeyWithValue("keep", "me"))
@@ -198,7 +200,7 @@ func TestConsumingReconcileKeepsAFreshIgnore(t *testing.T) {
 	// Removed on the server in the meantime: nothing to do, no error.
 	delete(got.Annotations, constants.OperationAnnotation)
 	g.Expect(onboarding.Client.Update(ctx, got)).To(Succeed())
-	g.Expect(r.consumeReconcileOperation(ctx, stale, &writeTracker{})).To(Succeed())
+	g.Expect(r.consumeReconcileOperation(ctx, stale, &step.WriteTracker{})).To(Succeed())
 	g.Expect(getKro(g, k).Annotations).To(Equal(map[string]string{"keep": "me"}))
 }
 
@@ -291,22 +293,22 @@ func TestUpgradeReportedOnceInstalled(t *testing.T) {
 func TestChartVersionsAsHelmControllerWritesThem(t *testing.T) {
 	g := NewWithT(t)
 	// helm-controller appends the OCI digest as build metadata, replacing the tag's own.
-	g.Expect(sameChart("0.9.4+1c7c5a1b0f4b", "0.9.4")).To(BeTrue())
-	g.Expect(sameChart("0.9.4+1c7c5a1b0f4b", "0.9.4_rebuilt")).To(BeTrue())
-	g.Expect(sameChart("0.9.4-rc.1+1c7c5a1b0f4b", "0.9.4-rc.1")).To(BeTrue())
-	g.Expect(sameChart("0.9.3+1c7c5a1b0f4b", "0.9.4")).To(BeFalse())
-	g.Expect(sameChart("0.9.4-rc.1+1c7c5a1b0f4b", "0.9.4")).To(BeFalse())
-	g.Expect(chartCore("v0.9.3+1c7c5a1b0f4b")).To(Equal("0.9.3"))
-	g.Expect(changeVerb("0.9.3+abc", "0.9.4")).To(Equal("upgrading"))
-	g.Expect(changeVerb("0.10.0+abc", "0.9.4")).To(Equal("downgrading"))
-	g.Expect(changeVerb("latest", "0.9.4")).To(Equal("upgrading"))
+	g.Expect(flux.SameChart("0.9.4+1c7c5a1b0f4b", "0.9.4")).To(BeTrue())
+	g.Expect(flux.SameChart("0.9.4+1c7c5a1b0f4b", "0.9.4_rebuilt")).To(BeTrue())
+	g.Expect(flux.SameChart("0.9.4-rc.1+1c7c5a1b0f4b", "0.9.4-rc.1")).To(BeTrue())
+	g.Expect(flux.SameChart("0.9.3+1c7c5a1b0f4b", "0.9.4")).To(BeFalse())
+	g.Expect(flux.SameChart("0.9.4-rc.1+1c7c5a1b0f4b", "0.9.4")).To(BeFalse())
+	g.Expect(flux.ChartCore("v0.9.3+1c7c5a1b0f4b")).To(Equal("0.9.3"))
+	g.Expect(flux.ChangeVerb("0.9.3+abc", "0.9.4")).To(Equal("upgrading"))
+	g.Expect(flux.ChangeVerb("0.10.0+abc", "0.9.4")).To(Equal("downgrading"))
+	g.Expect(flux.ChangeVerb("latest", "0.9.4")).To(Equal("upgrading"))
 
 	hr := &helmv2.HelmRelease{}
-	g.Expect(installedChart(hr)).To(BeEmpty())
+	g.Expect(flux.InstalledChart(hr)).To(BeEmpty())
 	hr.Status.History = helmv2.Snapshots{
 		{Status: "failed", ChartVersion: "0.9.4+aaaaaaaaaaaa"},
 		{Status: "deployed", ChartVersion: "0.9.3+bbbbbbbbbbbb"},
 		{Status: "superseded", ChartVersion: "0.9.2+cccccccccccc"},
 	}
-	g.Expect(installedChart(hr)).To(Equal("0.9.3+bbbbbbbbbbbb"))
+	g.Expect(flux.InstalledChart(hr)).To(Equal("0.9.3+bbbbbbbbbbbb"))
 }

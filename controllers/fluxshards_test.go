@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/flux"
 	"github.com/openmcp-project/service-provider-kro/controllers/reach"
 )
 
@@ -27,10 +28,10 @@ func TestFluxShards(t *testing.T) {
 	two := []string{"a", "b"}
 	three := []string{"a", "b", "c"}
 
-	g.Expect(FluxShardOf(&kros[0], nil)).To(BeEmpty(), "no shards, no key")
-	g.Expect(fluxShardCounts(nil, kros)).To(BeNil())
+	g.Expect(flux.FluxShardOf(&kros[0], nil)).To(BeEmpty(), "no shards, no key")
+	g.Expect(flux.FluxShardCounts(nil, kros)).To(BeNil())
 
-	counts := fluxShardCounts(three, kros)
+	counts := flux.FluxShardCounts(three, kros)
 	g.Expect(counts).To(HaveLen(3))
 	total := int32(0)
 	for i, c := range counts {
@@ -42,19 +43,19 @@ func TestFluxShards(t *testing.T) {
 
 	moved := 0
 	for i := range kros {
-		before, after := FluxShardOf(&kros[i], two), FluxShardOf(&kros[i], three)
+		before, after := flux.FluxShardOf(&kros[i], two), flux.FluxShardOf(&kros[i], three)
 		if before != after {
 			g.Expect(after).To(Equal("c"), "adding a key moves Kros to it only")
 			moved++
 		}
-		g.Expect(FluxShardOf(&kros[i], []string{"b", "a"})).To(Equal(before), "the keys' order does not matter")
+		g.Expect(flux.FluxShardOf(&kros[i], []string{"b", "a"})).To(Equal(before), "the keys' order does not matter")
 	}
 	g.Expect(moved).To(BeNumerically("~", len(kros)/3, len(kros)/10), "about 1/n move")
 
-	hr := newHelmRelease(&kros[0], providerName, "t", &v1alpha1.KroVersion{Version: "v1", ChartVersion: "0.9.4"}, reach.SecretKey{Name: "k", Key: "kubeconfig"}, 0)
-	labelFluxShard(hr, "")
+	hr := flux.NewHelmRelease(&kros[0], providerName, "t", &v1alpha1.KroVersion{Version: "v1", ChartVersion: "0.9.4"}, reach.SecretKey{Name: "k", Key: "kubeconfig"}, 0)
+	flux.LabelFluxShard(hr, "")
 	g.Expect(hr.Labels).NotTo(HaveKey(v1alpha1.LabelFluxShard))
-	labelFluxShard(hr, "b")
+	flux.LabelFluxShard(hr, "b")
 	g.Expect(hr.Labels).To(HaveKeyWithValue(v1alpha1.LabelFluxShard, "b"))
 	g.Expect(hr.Labels).To(HaveKeyWithValue(v1alpha1.LabelManagedBy, v1alpha1.ManagedByValue), "the provider's labels stay")
 }
@@ -88,7 +89,7 @@ func TestFluxShardLabels(t *testing.T) {
 		g.Eventually(func(g Gomega) {
 			repo = getOCIRepository(g, k)
 			g.Expect(repo.Labels[v1alpha1.LabelFluxShard]).To(Equal(key))
-			g.Expect(repo.Annotations[meta.ReconcileRequestAnnotation]).To(HavePrefix(shardMovePrefix(key)))
+			g.Expect(repo.Annotations[meta.ReconcileRequestAnnotation]).To(HavePrefix(flux.ShardMovePrefix(key)))
 		}, timeout, interval).Should(Succeed())
 		g.Consistently(func(g Gomega) {
 			g.Expect(getHelmRelease(g, k).Labels[v1alpha1.LabelFluxShard]).To(Equal(was))
@@ -103,7 +104,7 @@ func TestFluxShardLabels(t *testing.T) {
 
 	keys := []string{"shard-a", "shard-b"}
 	setFluxShards(g, keys...)
-	want := FluxShardOf(k, keys)
+	want := flux.FluxShardOf(k, keys)
 	move(want, "")
 	g.Eventually(func(g Gomega) {
 		pc := &v1alpha1.ProviderConfig{}
@@ -126,35 +127,35 @@ func TestShardMoveGoesSourceFirst(t *testing.T) {
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	labelled := func(key string, annotations map[string]string) *sourcev1.OCIRepository {
 		o := &sourcev1.OCIRepository{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{}, Annotations: annotations}}
-		labelFluxShard(o, key)
+		flux.LabelFluxShard(o, key)
 		return o
 	}
 
 	desired := labelled("b", nil)
-	moveSourceShard(desired, nil, "b", now)
+	flux.MoveSourceShard(desired, nil, "b", now)
 	g.Expect(desired.Annotations).NotTo(HaveKey(meta.ReconcileRequestAnnotation), "a new source needs no request")
-	moveSourceShard(desired, labelled("a", nil), "b", now)
+	flux.MoveSourceShard(desired, labelled("a", nil), "b", now)
 	request := desired.Annotations[meta.ReconcileRequestAnnotation]
 	g.Expect(request).To(Equal("shard-move/b/2026-12-02T12:00:00Z"))
 	later := labelled("b", nil)
-	moveSourceShard(later, labelled("b", map[string]string{meta.ReconcileRequestAnnotation: request}), "b", now.Add(time.Hour))
+	flux.MoveSourceShard(later, labelled("b", map[string]string{meta.ReconcileRequestAnnotation: request}), "b", now.Add(time.Hour))
 	g.Expect(later.Annotations).To(HaveKeyWithValue(meta.ReconcileRequestAnnotation, request), "the request stays as it was")
 	other := labelled("b", nil)
-	moveSourceShard(other, labelled("b", map[string]string{meta.ReconcileRequestAnnotation: "by-hand"}), "b", now)
+	flux.MoveSourceShard(other, labelled("b", map[string]string{meta.ReconcileRequestAnnotation: "by-hand"}), "b", now)
 	g.Expect(other.Annotations).NotTo(HaveKey(meta.ReconcileRequestAnnotation), "someone else's request is not the provider's")
 
 	repo := labelled("b", nil)
 	hr := labelled("b", nil)
-	holdReleaseShard(hr, labelled("a", nil), repo, "b", now)
+	flux.HoldReleaseShard(hr, labelled("a", nil), repo, "b", now)
 	g.Expect(hr.Labels).To(HaveKeyWithValue(v1alpha1.LabelFluxShard, "a"), "held on its shard while the source's new shard has not answered")
 	repo.Status.LastHandledReconcileAt = request
 	hr = labelled("b", nil)
-	holdReleaseShard(hr, labelled("a", nil), repo, "b", now)
+	flux.HoldReleaseShard(hr, labelled("a", nil), repo, "b", now)
 	g.Expect(hr.Labels).To(HaveKeyWithValue(v1alpha1.LabelFluxShard, "b"))
 	unsharded := labelled("", nil)
-	holdReleaseShard(unsharded, labelled("", nil), repo, "", now)
+	flux.HoldReleaseShard(unsharded, labelled("", nil), repo, "", now)
 	g.Expect(unsharded.Labels).NotTo(HaveKey(v1alpha1.LabelFluxShard))
 	toShard := labelled("c", nil)
-	holdReleaseShard(toShard, labelled("", nil), repo, "c", now)
+	flux.HoldReleaseShard(toShard, labelled("", nil), repo, "c", now)
 	g.Expect(toShard.Labels).NotTo(HaveKey(v1alpha1.LabelFluxShard), "held on the unsharded controllers")
 }

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/flux"
 )
 
 // setReconciling plays helm-controller on the HelmRelease's status: Reconciling=True
@@ -60,7 +61,7 @@ func handleSourceMove(g Gomega, k *v1alpha1.Kro, key string) {
 	g.Eventually(func(g Gomega) {
 		repo = getOCIRepository(g, k)
 		g.Expect(repo.Labels[v1alpha1.LabelFluxShard]).To(Equal(key))
-		g.Expect(repo.Annotations[meta.ReconcileRequestAnnotation]).To(HavePrefix(shardMovePrefix(key)))
+		g.Expect(repo.Annotations[meta.ReconcileRequestAnnotation]).To(HavePrefix(flux.ShardMovePrefix(key)))
 	}, timeout, interval).Should(Succeed())
 	patch := client.MergeFrom(repo.DeepCopy())
 	repo.Status.LastHandledReconcileAt = repo.Annotations[meta.ReconcileRequestAnnotation]
@@ -91,7 +92,7 @@ func TestFluxShardMoveWaitsForReleaseOperation(t *testing.T) {
 	k := readyKro(t, g, newNamespace(t, g), "cp-1", baseVersion)
 	t.Cleanup(func() { setFluxShardKeys(NewWithT(t)) })
 	keys := []string{"shard-a", "shard-b"}
-	key := FluxShardOf(k, keys)
+	key := flux.FluxShardOf(k, keys)
 	shardOf := func(g Gomega) string { return getHelmRelease(g, k).Labels[v1alpha1.LabelFluxShard] }
 
 	now := time.Now()
@@ -121,7 +122,7 @@ func TestFluxShardMoveWaitsForReleaseOperation(t *testing.T) {
 
 	// A Reconciling condition left by controllers that are gone holds the move back to the
 	// unsharded controllers only until it is stale.
-	stale := time.Now().Add(-shardMoveStaleAfter(getHelmRelease(g, k)) - time.Minute)
+	stale := time.Now().Add(-flux.ShardMoveStaleAfter(getHelmRelease(g, k)) - time.Minute)
 	setReconciling(g, getHelmRelease(g, k), &stale)
 	setFluxShardKeys(g)
 	handleSourceMove(g, k, "")
@@ -133,33 +134,33 @@ func TestReleaseBusy(t *testing.T) {
 	g := NewWithT(t)
 	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
 	hr := &helmv2.HelmRelease{}
-	wait, _ := releaseBusy(hr, now)
+	wait, _ := flux.ReleaseBusy(hr, now)
 	g.Expect(wait).To(BeEmpty(), "no conditions, no history: nothing in flight")
 
 	reconciling := func(reason string, since time.Time) {
 		hr.Status.Conditions = []metav1.Condition{{Type: meta.ReconcilingCondition, Status: metav1.ConditionTrue, Reason: reason, LastTransitionTime: metav1.NewTime(since)}}
 	}
 	reconciling(meta.ProgressingReason, now.Add(-time.Minute))
-	wait, until := releaseBusy(hr, now)
+	wait, until := flux.ReleaseBusy(hr, now)
 	g.Expect(wait).To(ContainSubstring("Reconciling=True, Progressing, since 2026-12-04T11:59:00Z"))
 	g.Expect(until).To(Equal(now.Add(-time.Minute).Add(16*time.Minute)), "three timeouts of 5 m and a minute")
 	hr.Spec.Timeout = &metav1.Duration{Duration: time.Minute}
-	wait, _ = releaseBusy(hr, now.Add(3*time.Minute))
+	wait, _ = flux.ReleaseBusy(hr, now.Add(3*time.Minute))
 	g.Expect(wait).To(BeEmpty(), "past three timeouts of the release and a minute the condition is stale")
 	reconciling(meta.ProgressingWithRetryReason, now)
-	wait, _ = releaseBusy(hr, now)
+	wait, _ = flux.ReleaseBusy(hr, now)
 	g.Expect(wait).To(BeEmpty(), "between retries no operation runs")
 
 	hr.Status.Conditions = nil
 	hr.Status.History = helmv2.Snapshots{{Version: 3, Status: "pending-upgrade", LastDeployed: metav1.NewTime(now.Add(-time.Minute))}, {Version: 2, Status: "deployed"}}
-	wait, _ = releaseBusy(hr, now)
+	wait, _ = flux.ReleaseBusy(hr, now)
 	g.Expect(wait).To(ContainSubstring("revision 3 is pending-upgrade since 2026-12-04T11:59:00Z"))
 	hr.Status.History[0].Status = "failed"
-	wait, _ = releaseBusy(hr, now)
+	wait, _ = flux.ReleaseBusy(hr, now)
 	g.Expect(wait).To(BeEmpty())
 
-	reported := shardWaitMessage("b", "helm-controller to end the release operation in flight (x)")
-	g.Expect(withoutShardWait(reported+"; Helm upgrade succeeded")).To(Equal("Helm upgrade succeeded"), "a kept message does not report the wait twice")
-	g.Expect(withoutShardWait(reported)).To(BeEmpty())
-	g.Expect(withoutShardWait("Helm upgrade succeeded")).To(Equal("Helm upgrade succeeded"))
+	reported := flux.ShardWaitMessage("b", "helm-controller to end the release operation in flight (x)")
+	g.Expect(flux.WithoutShardWait(reported+"; Helm upgrade succeeded")).To(Equal("Helm upgrade succeeded"), "a kept message does not report the wait twice")
+	g.Expect(flux.WithoutShardWait(reported)).To(BeEmpty())
+	g.Expect(flux.WithoutShardWait("Helm upgrade succeeded")).To(Equal("Helm upgrade succeeded"))
 }

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/handover"
 	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/controllers/reach"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
@@ -29,9 +30,9 @@ func helmServiceAccount(t *testing.T, g Gomega) *corev1.ServiceAccount {
 	g.Expect(client.IgnoreAlreadyExists(controlPlane.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: owned.KroNamespace}}))).To(Succeed())
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{
 		Namespace:   owned.KroNamespace,
-		Name:        KroServiceAccountName,
-		Labels:      map[string]string{helmManagedByLabel: "Helm", "app.kubernetes.io/instance": owned.ReleaseName},
-		Annotations: map[string]string{helmReleaseNameAnnotation: owned.ReleaseName, "meta.helm.sh/release-namespace": owned.KroNamespace},
+		Name:        owned.KroServiceAccountName,
+		Labels:      map[string]string{handover.HelmManagedByLabel: "Helm", "app.kubernetes.io/instance": owned.ReleaseName},
+		Annotations: map[string]string{handover.HelmReleaseNameAnnotation: owned.ReleaseName, "meta.helm.sh/release-namespace": owned.KroNamespace},
 	}}
 	g.Expect(controlPlane.Client.Create(ctx, sa)).To(Succeed())
 	t.Cleanup(func() { _ = client.IgnoreNotFound(controlPlane.Client.Delete(ctx, sa)) })

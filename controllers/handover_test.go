@@ -18,7 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/handover"
 	"github.com/openmcp-project/service-provider-kro/controllers/owned"
+	"github.com/openmcp-project/service-provider-kro/controllers/step"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
 
@@ -275,20 +277,20 @@ func TestStuckUninstallIsBlocked(t *testing.T) {
 func TestHandOverConditionIsOccasional(t *testing.T) {
 	g := NewWithT(t)
 	now := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	var obs observation
-	obs.set(v1alpha1.ConditionHandOver, metav1.ConditionTrue, v1alpha1.ReasonHandingOver, "taking over")
-	for _, typ := range conditionsOf(v1alpha1.PlacementControlPlane)[1:] {
+	var obs step.Observation
+	obs.Set(v1alpha1.ConditionHandOver, metav1.ConditionTrue, v1alpha1.ReasonHandingOver, "taking over")
+	for _, typ := range step.ConditionsOf(v1alpha1.PlacementControlPlane)[1:] {
 		if typ != v1alpha1.ConditionDeletionBlocked {
-			obs.set(typ, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, "fine")
+			obs.Set(typ, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, "fine")
 		}
 	}
-	st := computeStatus(v1alpha1.KroStatus{}, 1, obs, now)
+	st := step.ComputeStatus(v1alpha1.KroStatus{}, 1, obs, now)
 	g.Expect(st.Conditions[len(st.Conditions)-1].Type).To(Equal(v1alpha1.ConditionHandOver))
-	g.Expect(findCondition(st.Conditions, v1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
+	g.Expect(step.FindCondition(st.Conditions, v1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
 	g.Expect(st.Phase).To(Equal(v1alpha1.PhaseReady))
 
-	obs.conditions = slices.DeleteFunc(obs.conditions, func(c metav1.Condition) bool { return c.Type == v1alpha1.ConditionHandOver })
-	g.Expect(findCondition(computeStatus(st, 1, obs, now).Conditions, v1alpha1.ConditionHandOver)).To(BeNil())
+	obs.Conditions = slices.DeleteFunc(obs.Conditions, func(c metav1.Condition) bool { return c.Type == v1alpha1.ConditionHandOver })
+	g.Expect(step.FindCondition(step.ComputeStatus(st, 1, obs, now).Conditions, v1alpha1.ConditionHandOver)).To(BeNil())
 }
 
 // TestEarlierCacheHoldsOnlyTheEarlierObjects: the cache behind the hand-over selects the
@@ -302,7 +304,7 @@ func TestEarlierCacheHoldsOnlyTheEarlierObjects(t *testing.T) {
 	readyKro(t, g, ns, "cp-cache", baseVersion)
 	cl, err := cluster.New(platform.Config, func(o *cluster.Options) { o.Scheme = platform.Client.Scheme() })
 	g.Expect(err).NotTo(HaveOccurred())
-	c, err := EarlierCache(cl)
+	c, err := handover.EarlierCache(cl)
 	g.Expect(err).NotTo(HaveOccurred())
 	go func() { _ = c.Start(ctx) }()
 	g.Expect(c.WaitForCacheSync(ctx)).To(BeTrue())
@@ -314,9 +316,9 @@ func TestEarlierCacheHoldsOnlyTheEarlierObjects(t *testing.T) {
 	g.Expect(platform.Client.List(ctx, all)).To(Succeed())
 	g.Expect(all.Items).NotTo(BeEmpty(), "the suite's Kros have HelmReleases")
 	for _, hr := range releases.Items {
-		g.Expect(hr.Name).To(Equal(earlierHelmReleaseName))
+		g.Expect(hr.Name).To(Equal(handover.EarlierHelmReleaseName))
 	}
 	for _, r := range repos.Items {
-		g.Expect(r.Name).To(Equal(earlierOCIRepositoryName))
+		g.Expect(r.Name).To(Equal(handover.EarlierOCIRepositoryName))
 	}
 }

@@ -25,6 +25,7 @@ import (
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
 	"github.com/openmcp-project/service-provider-kro/controllers/owned"
+	"github.com/openmcp-project/service-provider-kro/controllers/placement"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
 
@@ -35,7 +36,7 @@ func TestNeedsRotation(t *testing.T) {
 	issued := now.Add(-10 * time.Minute)
 	kubeconfig, ca := []byte("kubeconfig"), []byte("ca")
 	current := func(mutate func(*corev1.Secret)) *corev1.Secret {
-		s := newKroCredentialSecret(&v1alpha1.Kro{}, providerName, "ns", kubeconfig, ca, []byte("token"), issued, issued.Add(time.Hour))
+		s := placement.NewKroCredentialSecret(&v1alpha1.Kro{}, providerName, "ns", kubeconfig, ca, []byte("token"), issued, issued.Add(time.Hour))
 		if mutate != nil {
 			mutate(s)
 		}
@@ -54,9 +55,9 @@ func TestNeedsRotation(t *testing.T) {
 		{name: "current: wait until two thirds of the lifetime", secret: current(nil), rotate: false, wait: 30 * time.Minute},
 		{name: "no secret", secret: nil, rotate: true},
 		{name: "no kubeconfig", secret: current(func(s *corev1.Secret) { delete(s.Data, owned.KubeconfigKey) }), rotate: true},
-		{name: "no token", secret: current(func(s *corev1.Secret) { delete(s.Data, KroCredentialTokenKey) }), rotate: true},
-		{name: "empty token", secret: current(func(s *corev1.Secret) { s.Data[KroCredentialTokenKey] = nil }), rotate: true},
-		{name: "no ca.crt", secret: current(func(s *corev1.Secret) { delete(s.Data, KroCredentialCAKey) }), rotate: true},
+		{name: "no token", secret: current(func(s *corev1.Secret) { delete(s.Data, owned.KroCredentialTokenKey) }), rotate: true},
+		{name: "empty token", secret: current(func(s *corev1.Secret) { s.Data[owned.KroCredentialTokenKey] = nil }), rotate: true},
+		{name: "no ca.crt", secret: current(func(s *corev1.Secret) { delete(s.Data, owned.KroCredentialCAKey) }), rotate: true},
 		{name: "server changed", secret: current(func(s *corev1.Secret) { s.Data[owned.KubeconfigKey] = []byte("other") }), rotate: true},
 		{name: "CA changed", secret: current(nil), ca: []byte("new ca"), rotate: true},
 		{name: "no issued annotation", secret: current(func(s *corev1.Secret) { delete(s.Annotations, v1alpha1.AnnotationTokenIssued) }), rotate: true},
@@ -79,7 +80,7 @@ func TestNeedsRotation(t *testing.T) {
 			if tc.ca != nil {
 				want = tc.ca
 			}
-			rotate, wait := needsRotation(tc.secret, kubeconfig, want, now)
+			rotate, wait := placement.NeedsRotation(tc.secret, kubeconfig, want, now)
 			g.Expect(rotate).To(Equal(tc.rotate))
 			g.Expect(wait).To(Equal(tc.wait))
 		})
@@ -88,8 +89,8 @@ func TestNeedsRotation(t *testing.T) {
 
 func TestKroKubeconfig(t *testing.T) {
 	g := NewWithT(t)
-	data := kroKubeconfig("https://cp.example:6443", "api.cp.example", false)
-	g.Expect(kroKubeconfig("https://cp.example:6443", "api.cp.example", false)).To(Equal(data), "stable bytes, so needsRotation can compare them")
+	data := placement.KroKubeconfig("https://cp.example:6443", "api.cp.example", false)
+	g.Expect(placement.KroKubeconfig("https://cp.example:6443", "api.cp.example", false)).To(Equal(data), "stable bytes, so needsRotation can compare them")
 
 	cfg, err := clientcmd.Load(data)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -104,10 +105,10 @@ func TestKroKubeconfig(t *testing.T) {
 	g.Expect(user.TokenFile).To(Equal("token"), "relative to the kubeconfig")
 	g.Expect(user.Token).To(BeEmpty())
 
-	insecure, err := clientcmd.Load(kroKubeconfig("https://cp.example:6443", "", true))
+	insecure, err := clientcmd.Load(placement.KroKubeconfig("https://cp.example:6443", "", true))
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(insecure.Clusters[kroKubeconfigName].InsecureSkipTLSVerify).To(BeTrue())
-	g.Expect(insecure.Clusters[kroKubeconfigName].CertificateAuthority).To(BeEmpty(), "client-go refuses a CA with insecure")
+	g.Expect(insecure.Clusters[placement.KroKubeconfigName].InsecureSkipTLSVerify).To(BeTrue())
+	g.Expect(insecure.Clusters[placement.KroKubeconfigName].CertificateAuthority).To(BeEmpty(), "client-go refuses a CA with insecure")
 }
 
 // TestKroKubeconfigResolvesBesideItself proves that client-go reads the token and the CA
@@ -116,7 +117,7 @@ func TestKroKubeconfigResolvesBesideItself(t *testing.T) {
 	g := NewWithT(t)
 	dir := t.TempDir()
 	path := writeCredentialFiles(g, dir, map[string][]byte{
-		owned.KubeconfigKey: kroKubeconfig("https://cp.example:6443", "", false), KroCredentialTokenKey: []byte("t0k3n"), KroCredentialCAKey: []byte("ca"),
+		owned.KubeconfigKey: placement.KroKubeconfig("https://cp.example:6443", "", false), owned.KroCredentialTokenKey: []byte("t0k3n"), owned.KroCredentialCAKey: []byte("ca"),
 	})
 	cfg, err := clientcmd.BuildConfigFromFlags("", path)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -130,38 +131,38 @@ func TestKroCredentialEndpoint(t *testing.T) {
 	caFile := filepath.Join(t.TempDir(), "ca.pem")
 	g.Expect(os.WriteFile(caFile, []byte("file ca"), 0o600)).To(Succeed())
 
-	ep, err := controlPlaneEndpoint(&rest.Config{Host: "cp.example:6443", TLSClientConfig: rest.TLSClientConfig{CAData: []byte("ca"), ServerName: "api"}})
+	ep, err := placement.ControlPlaneEndpoint(&rest.Config{Host: "cp.example:6443", TLSClientConfig: rest.TLSClientConfig{CAData: []byte("ca"), ServerName: "api"}})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(ep).To(Equal(kroEndpoint{server: "https://cp.example:6443", tlsServerName: "api", caData: []byte("ca")}))
+	g.Expect(ep).To(Equal(placement.KroEndpoint{Server: "https://cp.example:6443", TlsServerName: "api", CaData: []byte("ca")}))
 
-	ep, err = controlPlaneEndpoint(&rest.Config{Host: "https://proxy.example/cp/a", TLSClientConfig: rest.TLSClientConfig{CAFile: caFile}})
+	ep, err = placement.ControlPlaneEndpoint(&rest.Config{Host: "https://proxy.example/cp/a", TLSClientConfig: rest.TLSClientConfig{CAFile: caFile}})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(ep.server).To(Equal("https://proxy.example/cp/a"), "a path prefix is kept")
-	g.Expect(ep.caData).To(Equal([]byte("file ca")), "kro cannot read the provider's files")
+	g.Expect(ep.Server).To(Equal("https://proxy.example/cp/a"), "a path prefix is kept")
+	g.Expect(ep.CaData).To(Equal([]byte("file ca")), "kro cannot read the provider's files")
 
-	ep, err = controlPlaneEndpoint(&rest.Config{Host: "https://cp.example", TLSClientConfig: rest.TLSClientConfig{Insecure: true, CAData: []byte("ca")}})
+	ep, err = placement.ControlPlaneEndpoint(&rest.Config{Host: "https://cp.example", TLSClientConfig: rest.TLSClientConfig{Insecure: true, CAData: []byte("ca")}})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(ep.insecure).To(BeTrue())
-	g.Expect(ep.caData).To(BeNil())
+	g.Expect(ep.Insecure).To(BeTrue())
+	g.Expect(ep.CaData).To(BeNil())
 
-	_, err = controlPlaneEndpoint(&rest.Config{Host: "https://cp.example"})
+	_, err = placement.ControlPlaneEndpoint(&rest.Config{Host: "https://cp.example"})
 	g.Expect(err).To(MatchError(ContainSubstring("no CA bundle")))
-	_, err = controlPlaneEndpoint(&rest.Config{})
+	_, err = placement.ControlPlaneEndpoint(&rest.Config{})
 	g.Expect(err).To(MatchError(ContainSubstring("names no server")))
-	_, err = controlPlaneEndpoint(&rest.Config{Host: "https://cp.example", TLSClientConfig: rest.TLSClientConfig{CAFile: filepath.Join(t.TempDir(), "missing")}})
+	_, err = placement.ControlPlaneEndpoint(&rest.Config{Host: "https://cp.example", TLSClientConfig: rest.TLSClientConfig{CAFile: filepath.Join(t.TempDir(), "missing")}})
 	g.Expect(err).To(MatchError(ContainSubstring("reading the ControlPlane's CA bundle")))
 }
 
 func TestKroCredentialRedaction(t *testing.T) {
 	g := NewWithT(t)
 	token := []byte("eyJhbGciOiJSUzI1NiJ9.secret.sig")
-	raw := redactToken(fmt.Errorf("wrapped: %w", errors.New("body: "+string(token))), token)
+	raw := placement.RedactToken(fmt.Errorf("wrapped: %w", errors.New("body: "+string(token))), token)
 	g.Expect(raw.Error()).To(Equal("wrapped: body: [redacted]"))
-	encoded := redactToken(errors.New(`{"data":{"token":"`+base64.StdEncoding.EncodeToString(token)+`"}}`), token)
+	encoded := placement.RedactToken(errors.New(`{"data":{"token":"`+base64.StdEncoding.EncodeToString(token)+`"}}`), token)
 	g.Expect(encoded.Error()).NotTo(ContainSubstring(base64.StdEncoding.EncodeToString(token)))
 	clean := apierrors.NewNotFound(corev1.Resource("secrets"), "x")
-	g.Expect(redactToken(clean, token)).To(BeIdenticalTo(error(clean)), "an error without the token keeps its chain")
-	g.Expect(redactToken(nil, token)).To(Succeed())
+	g.Expect(placement.RedactToken(clean, token)).To(BeIdenticalTo(error(clean)), "an error without the token keeps its chain")
+	g.Expect(placement.RedactToken(nil, token)).To(Succeed())
 }
 
 // --- against real API servers --------------------------------------------------------
@@ -179,12 +180,12 @@ func TestKroCredential(t *testing.T) {
 	cp, workload := cs[0], cs[1]
 	kro := &v1alpha1.Kro{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "tenant"}}
 	const ns, lifetime = "kro-tenant", time.Hour
-	saUser := "system:serviceaccount:" + owned.KroNamespace + ":" + KroServiceAccountName
+	saUser := "system:serviceaccount:" + owned.KroNamespace + ":" + owned.KroServiceAccountName
 	dir := t.TempDir()
 	var path string
 	var first *corev1.Secret
 	ensure := func(g Gomega, cpConfig *rest.Config, now time.Time) (time.Duration, bool) {
-		requeue, rotated, err := ensureKroCredential(ctx, cp.Client, cpConfig, workload.Client, kro, providerName, ns, lifetime, now)
+		requeue, rotated, err := placement.EnsureKroCredential(ctx, cp.Client, cpConfig, workload.Client, kro, providerName, ns, lifetime, now)
 		g.Expect(err).NotTo(HaveOccurred())
 		return requeue, rotated
 	}
@@ -198,8 +199,8 @@ func TestKroCredential(t *testing.T) {
 		g.Expect(first.Type).To(Equal(corev1.SecretTypeOpaque))
 		g.Expect(first.Labels).To(HaveKeyWithValue(v1alpha1.LabelRole, v1alpha1.RoleKroCredential))
 		g.Expect(first.Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationKro, "team-a/tenant"))
-		g.Expect(first.Data[KroCredentialCAKey]).To(Equal(cp.Config.CAData))
-		g.Expect(bytes.Contains(first.Data[owned.KubeconfigKey], first.Data[KroCredentialTokenKey])).To(BeFalse(), "the kubeconfig only names the token file")
+		g.Expect(first.Data[owned.KroCredentialCAKey]).To(Equal(cp.Config.CAData))
+		g.Expect(bytes.Contains(first.Data[owned.KubeconfigKey], first.Data[owned.KroCredentialTokenKey])).To(BeFalse(), "the kubeconfig only names the token file")
 
 		path = writeCredentialFiles(g, dir, first.Data)
 		cfg, err := clientcmd.BuildConfigFromFlags("", path)
@@ -212,13 +213,13 @@ func TestKroCredential(t *testing.T) {
 	t.Run("an idle call writes nothing", func(t *testing.T) {
 		g := NewWithT(t)
 		sa := &corev1.ServiceAccount{}
-		g.Expect(cp.Client.Get(ctx, kroServiceAccount, sa)).To(Succeed())
+		g.Expect(cp.Client.Get(ctx, owned.KroServiceAccount, sa)).To(Succeed())
 		requeue, rotated := ensure(g, cp.Config, time.Now().Add(time.Minute))
 		g.Expect(rotated).To(BeFalse())
 		g.Expect(requeue).To(BeNumerically("~", lifetime*2/3-time.Minute, 10*time.Second))
 		g.Expect(getCredential(g, workload.Client, ns).ResourceVersion).To(Equal(first.ResourceVersion))
 		after := &corev1.ServiceAccount{}
-		g.Expect(cp.Client.Get(ctx, kroServiceAccount, after)).To(Succeed())
+		g.Expect(cp.Client.Get(ctx, owned.KroServiceAccount, after)).To(Succeed())
 		g.Expect(after.ResourceVersion).To(Equal(sa.ResourceVersion))
 	})
 
@@ -232,8 +233,8 @@ func TestKroCredential(t *testing.T) {
 		_, rotated := ensure(g, cp.Config, time.Now())
 		g.Expect(rotated).To(BeTrue())
 		rotatedSecret := getCredential(g, workload.Client, ns)
-		token := rotatedSecret.Data[KroCredentialTokenKey]
-		g.Expect(token).NotTo(Equal(first.Data[KroCredentialTokenKey]))
+		token := rotatedSecret.Data[owned.KroCredentialTokenKey]
+		g.Expect(token).NotTo(Equal(first.Data[owned.KroCredentialTokenKey]))
 		g.Expect(rotatedSecret.Data[owned.KubeconfigKey]).To(Equal(first.Data[owned.KubeconfigKey]), "the same kubeconfig")
 
 		// As the kubelet updates a mounted secret: the files change, the path stays.
@@ -257,7 +258,7 @@ func TestKroCredential(t *testing.T) {
 
 	t.Run("short lifetimes are raised to the API server's minimum", func(t *testing.T) {
 		g := NewWithT(t)
-		_, expires, err := mintKroToken(ctx, cp.Client, kro, providerName, kroServiceAccount, time.Minute)
+		_, expires, err := placement.MintKroToken(ctx, cp.Client, kro, providerName, owned.KroServiceAccount, time.Minute)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(expires).To(BeTemporally(">", time.Now().Add(9*time.Minute)))
 	})
@@ -266,9 +267,9 @@ func TestKroCredential(t *testing.T) {
 		g := NewWithT(t)
 		const other = "kro-foreign"
 		g.Expect(workload.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: other}})).To(Succeed())
-		foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: KroCredentialSecretName}, StringData: map[string]string{"x": "y"}}
+		foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: owned.KroCredentialSecretName}, StringData: map[string]string{"x": "y"}}
 		g.Expect(workload.Client.Create(ctx, foreign)).To(Succeed())
-		_, _, err := ensureKroCredential(ctx, cp.Client, cp.Config, workload.Client, kro, providerName, other, lifetime, time.Now())
+		_, _, err := placement.EnsureKroCredential(ctx, cp.Client, cp.Config, workload.Client, kro, providerName, other, lifetime, time.Now())
 		g.Expect(err).To(MatchError(ContainSubstring("neither overwrites nor deletes it")))
 		g.Expect(getCredential(g, workload.Client, other).ResourceVersion).To(Equal(foreign.ResourceVersion))
 	})
@@ -289,16 +290,16 @@ func TestKroCredential(t *testing.T) {
 			var token []byte
 			failing := interceptor.NewClient(withWatch(g, workload), interceptor.Funcs{
 				Patch: func(ctx context.Context, _ client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-					token = obj.(*corev1.Secret).Data[KroCredentialTokenKey]
+					token = obj.(*corev1.Secret).Data[owned.KroCredentialTokenKey]
 					return tc.write(ctx, obj, patch, token, opts...)
 				},
 			})
-			_, rotated, err := ensureKroCredential(ctx, cp.Client, cp.Config, failing, kro, providerName, "kro-failing", lifetime, time.Now())
+			_, rotated, err := placement.EnsureKroCredential(ctx, cp.Client, cp.Config, failing, kro, providerName, "kro-failing", lifetime, time.Now())
 			g.Expect(err).To(HaveOccurred(), tc.name)
 			t.Logf("%s: %v", tc.name, err)
 			g.Expect(rotated).To(BeFalse(), tc.name)
 			g.Expect(token).NotTo(BeEmpty(), "%s: a token was minted before the write", tc.name)
-			g.Expect(err.Error()).To(ContainSubstring("writing secret kro-failing/"+KroCredentialSecretName), tc.name)
+			g.Expect(err.Error()).To(ContainSubstring("writing secret kro-failing/"+owned.KroCredentialSecretName), tc.name)
 			g.Expect(err.Error()).NotTo(ContainSubstring(string(token)), tc.name)
 			g.Expect(err.Error()).NotTo(ContainSubstring(base64.StdEncoding.EncodeToString(token)), tc.name)
 		}
@@ -311,13 +312,13 @@ func TestKroCredential(t *testing.T) {
 		g.Expect(whoAmI(ctx, cfg)).To(Equal(saUser))
 
 		remove := func() error { // as a deletion does: the ServiceAccount first, then the secret
-			return errors.Join(owned.DeleteProviders(ctx, cp.Client, cp.Client, kroServiceAccount, &corev1.ServiceAccount{}),
-				owned.DeleteProviders(ctx, workload.Client, workload.Client, client.ObjectKey{Namespace: ns, Name: KroCredentialSecretName}, &corev1.Secret{}))
+			return errors.Join(owned.DeleteProviders(ctx, cp.Client, cp.Client, owned.KroServiceAccount, &corev1.ServiceAccount{}),
+				owned.DeleteProviders(ctx, workload.Client, workload.Client, client.ObjectKey{Namespace: ns, Name: owned.KroCredentialSecretName}, &corev1.Secret{}))
 		}
 		g.Expect(remove()).To(Succeed())
-		err = workload.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: KroCredentialSecretName}, &corev1.Secret{})
+		err = workload.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: owned.KroCredentialSecretName}, &corev1.Secret{})
 		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "secret: %v", err)
-		err = cp.Client.Get(ctx, kroServiceAccount, &corev1.ServiceAccount{})
+		err = cp.Client.Get(ctx, owned.KroServiceAccount, &corev1.ServiceAccount{})
 		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "ServiceAccount: %v", err)
 		g.Eventually(func() bool {
 			_, err := whoAmI(ctx, cfg)
@@ -347,7 +348,7 @@ func whoAmI(ctx context.Context, cfg *rest.Config) (string, error) {
 // writeCredentialFiles lays out the secret's keys as files in dir, as a mounted secret
 // volume does, and returns the kubeconfig's path.
 func writeCredentialFiles(g Gomega, dir string, data map[string][]byte) string {
-	for _, k := range []string{owned.KubeconfigKey, KroCredentialTokenKey, KroCredentialCAKey} {
+	for _, k := range []string{owned.KubeconfigKey, owned.KroCredentialTokenKey, owned.KroCredentialCAKey} {
 		g.Expect(os.WriteFile(filepath.Join(dir, k), data[k], 0o600)).To(Succeed())
 	}
 	return filepath.Join(dir, owned.KubeconfigKey)
@@ -355,7 +356,7 @@ func writeCredentialFiles(g Gomega, dir string, data map[string][]byte) string {
 
 func getCredential(g Gomega, c client.Client, namespace string) *corev1.Secret {
 	s := &corev1.Secret{}
-	g.Expect(c.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: KroCredentialSecretName}, s)).To(Succeed())
+	g.Expect(c.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: owned.KroCredentialSecretName}, s)).To(Succeed())
 	return s
 }
 

@@ -12,20 +12,21 @@ import (
 	"github.com/openmcp-project/service-provider-kro/controllers/guard"
 	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/controllers/rollout"
+	"github.com/openmcp-project/service-provider-kro/controllers/step"
 )
 
 // releaseRecordOf reads the record of the Kro's HelmRelease from the cache; none when the
 // HelmRelease is not there or not the provider's.
-func (r *versionResolver) releaseRecordOf(ctx context.Context, s *scope) (rollout.Record, error) {
+func (r *versionResolver) releaseRecordOf(ctx context.Context, s *step.Scope) (rollout.Record, error) {
 	hr := &helmv2.HelmRelease{}
-	err := r.Platform.Get(ctx, client.ObjectKey{Namespace: s.tenantNamespace, Name: owned.FluxObjectName(r.ProviderName)}, hr)
+	err := r.Platform.Get(ctx, client.ObjectKey{Namespace: s.TenantNamespace, Name: owned.FluxObjectName(r.ProviderName)}, hr)
 	if apierrors.IsNotFound(err) {
 		return rollout.Record{}, nil
 	}
 	if err != nil {
-		return rollout.Record{}, fmt.Errorf("reading HelmRelease %s/%s: %w", s.tenantNamespace, owned.FluxObjectName(r.ProviderName), err)
+		return rollout.Record{}, fmt.Errorf("reading HelmRelease %s/%s: %w", s.TenantNamespace, owned.FluxObjectName(r.ProviderName), err)
 	}
-	if !owned.As(hr, &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Labels: owned.Labels(s.kro, r.ProviderName, "")}}) {
+	if !owned.As(hr, &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Labels: owned.Labels(s.Kro, r.ProviderName, "")}}) {
 		return rollout.Record{}, nil
 	}
 	return rollout.ReadRecord(hr), nil
@@ -35,18 +36,18 @@ func (r *versionResolver) releaseRecordOf(ctx context.Context, s *scope) (rollou
 // the Kro or holds it as failed, for its status; the first read after the admission, made before the
 // HelmRelease carries the revision, is the admission's instance baseline. Both count
 // only the instances created no later than the admission.
-func (r *versionResolver) observeRolloutHealth(ctx context.Context, s *scope) (result, error) {
-	if !s.gate || s.record.Admission == nil {
-		return proceed, nil
+func (r *versionResolver) observeRolloutHealth(ctx context.Context, s *step.Scope) (step.Result, error) {
+	if !s.Gate || s.Record.Admission == nil {
+		return step.Proceed, nil
 	}
-	h, err := guard.ReadKroHealth(ctx, s.access.Cluster, s.site.Deployment(), s.obs.revision, s.record.Admission.Since.Time)
+	h, err := guard.ReadKroHealth(ctx, s.Access.Cluster, s.Site.Deployment(), s.Obs.Revision, s.Record.Admission.Since.Time)
 	if err != nil {
-		return proceed, fmt.Errorf("reading kro's health for the rollout: %w", err)
+		return step.Proceed, fmt.Errorf("reading kro's health for the rollout: %w", err)
 	}
-	if s.record.Admission.Instances == nil && s.record.Failed == "" {
+	if s.Record.Admission.Instances == nil && s.Record.Failed == "" {
 		counts := h.Instances
-		s.record.Admission.Instances = &counts
+		s.Record.Admission.Instances = &counts
 	}
-	s.obs.rolloutHealth = h
-	return proceed, nil
+	s.Obs.RolloutHealth = h
+	return step.Proceed, nil
 }

@@ -64,7 +64,7 @@ func readyWorkloadKro(t *testing.T, g Gomega, ns, name string) *workloadKro {
 	g.Expect(got.Status.Placement).To(Equal(v1alpha1.PlacementWorkloadCluster))
 	workloadNS, err := reach.WorkloadNamespace(client.ObjectKeyFromObject(k))
 	g.Expect(err).NotTo(HaveOccurred())
-	token := string(getCredential(g, bareControlPlane.Client, workloadNS).Data[KroCredentialTokenKey])
+	token := string(getCredential(g, bareControlPlane.Client, workloadNS).Data[owned.KroCredentialTokenKey])
 	_, err = whoAmI(ctx, tokenConfig(token))
 	g.Expect(err).NotTo(HaveOccurred(), "kro's token works on the ControlPlane")
 	return &workloadKro{kro: k, version: wl, namespace: workloadNS, token: token}
@@ -83,9 +83,9 @@ func (w *workloadKro) expectWorkloadSideGone(g Gomega) {
 	ns := &corev1.Namespace{}
 	err := bareControlPlane.Client.Get(ctx, client.ObjectKey{Name: w.namespace}, ns)
 	g.Expect(apierrors.IsNotFound(err) || !ns.DeletionTimestamp.IsZero()).To(BeTrue(), "namespace %s on the workload cluster: %v", w.namespace, err)
-	err = bareControlPlane.Client.Get(ctx, client.ObjectKey{Namespace: w.namespace, Name: KroCredentialSecretName}, &corev1.Secret{})
-	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "secret %s on the workload cluster: %v", KroCredentialSecretName, err)
-	err = controlPlane.Client.Get(ctx, kroServiceAccount, &corev1.ServiceAccount{})
+	err = bareControlPlane.Client.Get(ctx, client.ObjectKey{Namespace: w.namespace, Name: owned.KroCredentialSecretName}, &corev1.Secret{})
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "secret %s on the workload cluster: %v", owned.KroCredentialSecretName, err)
+	err = controlPlane.Client.Get(ctx, owned.KroServiceAccount, &corev1.ServiceAccount{})
 	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "kro's ServiceAccount on the ControlPlane: %v", err)
 	labels := client.MatchingLabels{v1alpha1.LabelRole: v1alpha1.RoleKroParts, v1alpha1.LabelKroNamespace: w.kro.Namespace}
 	var bindings rbacv1.ClusterRoleBindingList

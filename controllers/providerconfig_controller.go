@@ -29,7 +29,10 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
+	"github.com/openmcp-project/service-provider-kro/controllers/flux"
+	"github.com/openmcp-project/service-provider-kro/controllers/pullsecrets"
 	"github.com/openmcp-project/service-provider-kro/controllers/rollout"
+	"github.com/openmcp-project/service-provider-kro/controllers/step"
 	"github.com/openmcp-project/service-provider-kro/controllers/versions"
 	"github.com/openmcp-project/service-provider-kro/providers/sharding"
 )
@@ -68,7 +71,7 @@ func providerConfigShardKey(name string) string { return "ProviderConfig " + nam
 type providerConfigObservation struct {
 	// problems are the versions' pull secret problems, in the order of spec.versions,
 	// then those of the revisions Kros are held on, by name.
-	problems []secretProblem
+	problems []pullsecrets.SecretProblem
 	kros     []v1alpha1.Kro
 	// records are what the Kros' HelmReleases record of the rollouts (rollout/admission.go).
 	records map[string]rollout.Record
@@ -216,9 +219,9 @@ func (r *ProviderConfigReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	// reconcile is tried again after the status is written.
 	revErr := r.keepRevisions(ctx, pc, obs.kros, obs.records)
 	if revErr != nil {
-		obs.problems = append(obs.problems, secretProblem{v1alpha1.ReasonReconcileError, fmt.Sprintf(
+		obs.problems = append(obs.problems, pullsecrets.SecretProblem{Reason: v1alpha1.ReasonReconcileError, Message: fmt.Sprintf(
 			"keeping the versions' artifacts as ControllerRevisions in namespace %s failed: %s; Kros wait for a version whose revision is missing",
-			r.PodNamespace, summarize(revErr))})
+			r.PodNamespace, step.Summarize(revErr))})
 	}
 	updated, recheck := providerConfigStatus(pc, obs)
 	res := ctrl.Result{RequeueAfter: recheck}
@@ -283,7 +286,7 @@ func (r *ProviderConfigReconciler) observe(ctx context.Context, pc *v1alpha1.Pro
 	}
 	// sourceSecret is the Kro reconciler's check, so that both objects tell the same
 	// story about a secret: missing, or of the wrong type. It reads names and types only.
-	secrets := &pullSecrets{kroClients: kroClients{Platform: r.Platform, PodNamespace: r.PodNamespace}}
+	secrets := &pullsecrets.Copier{Clients: step.Clients{Platform: r.Platform, PodNamespace: r.PodNamespace}}
 	for i := range pc.Spec.Versions {
 		if err := checkPullSecrets(ctx, secrets, &pc.Spec.Versions[i], "", &obs); err != nil {
 			return obs, err
@@ -307,14 +310,14 @@ func (r *ProviderConfigReconciler) observe(ctx context.Context, pc *v1alpha1.Pro
 // checkPullSecrets adds the problems of the pull secrets that a version's artifacts name
 // to obs. revision names the revision the artifacts were read from, for the messages: ""
 // for the version in spec.versions.
-func checkPullSecrets(ctx context.Context, secrets *pullSecrets, v *v1alpha1.KroVersion, revision string, obs *providerConfigObservation) error {
+func checkPullSecrets(ctx context.Context, secrets *pullsecrets.Copier, v *v1alpha1.KroVersion, revision string, obs *providerConfigObservation) error {
 	images, err := versions.ImagePullSecretNames(v)
 	if err != nil {
 		msg := err.Error()
 		if revision != "" {
 			msg = "revision " + revision + ": " + msg
 		}
-		obs.problems = append(obs.problems, secretProblem{v1alpha1.ReasonInvalidProviderConfig, msg})
+		obs.problems = append(obs.problems, pullsecrets.SecretProblem{Reason: v1alpha1.ReasonInvalidProviderConfig, Message: msg})
 		return nil
 	}
 	of := ""
@@ -322,7 +325,7 @@ func checkPullSecrets(ctx context.Context, secrets *pullSecrets, v *v1alpha1.Kro
 		of = " of revision " + revision
 	}
 	check := func(name, use string) error {
-		_, problem, err := secrets.sourceSecret(ctx, name, use+of, v.Version)
+		_, problem, err := secrets.SourceSecret(ctx, name, use+of, v.Version)
 		if problem != nil {
 			obs.problems = append(obs.problems, *problem)
 		}
@@ -357,14 +360,14 @@ func providerConfigStatus(pc *v1alpha1.ProviderConfig, obs providerConfigObserva
 	case len(obs.problems) > 0:
 		msgs := make([]string, 0, len(obs.problems))
 		for _, p := range obs.problems {
-			msgs = append(msgs, p.message)
+			msgs = append(msgs, p.Message)
 		}
-		ready.Status, ready.Reason = metav1.ConditionFalse, obs.problems[0].reason
-		ready.Message = shortenMessage(strings.Join(msgs, "; "))
+		ready.Status, ready.Reason = metav1.ConditionFalse, obs.problems[0].Reason
+		ready.Message = step.ShortenMessage(strings.Join(msgs, "; "))
 		st.Phase = v1alpha1.PhaseProgressing
 	default:
 		ready.Status, ready.Reason = metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess
-		ready.Message = shortenMessage(fmt.Sprintf("the pull secrets of every version resolve: %s", strings.Join(versions.OfferedVersions(pc), ", ")))
+		ready.Message = step.ShortenMessage(fmt.Sprintf("the pull secrets of every version resolve: %s", strings.Join(versions.OfferedVersions(pc), ", ")))
 		st.Phase = v1alpha1.PhaseReady
 	}
 	meta.SetStatusCondition(&st.Conditions, ready)
@@ -388,7 +391,7 @@ func providerConfigStatus(pc *v1alpha1.ProviderConfig, obs providerConfigObserva
 			statuses[at].Ready++
 		}
 	}
-	st.FluxShards = fluxShardCounts(pc.Spec.FluxShards, obs.kros)
+	st.FluxShards = flux.FluxShardCounts(pc.Spec.FluxShards, obs.kros)
 	recheck := planRollouts(pc, obs, statuses)
 	st.Versions = statuses
 	if len(st.Versions) == 0 {
@@ -406,7 +409,7 @@ func planRollouts(pc *v1alpha1.ProviderConfig, obs providerConfigObservation, st
 		vs := &statuses[i]
 		rev, err := rollout.RevisionName(pc.Name, versions.FindVersion(pc, vs.Version))
 		if err != nil {
-			vs.Message = shortenMessage(err.Error())
+			vs.Message = step.ShortenMessage(err.Error())
 			continue
 		}
 		vs.Revision = rev
@@ -426,7 +429,7 @@ func planRollouts(pc *v1alpha1.ProviderConfig, obs providerConfigObservation, st
 			NamespaceLabels: obs.namespaceLabels}
 		plan, err := rollout.PlanRollout(pc.Spec.Rollout, paused, *vs, prev, view, obs.now)
 		if err != nil {
-			vs.Message = shortenMessage(err.Error())
+			vs.Message = step.ShortenMessage(err.Error())
 			continue
 		}
 		*vs = plan.VersionStatus
@@ -439,8 +442,8 @@ func planRollouts(pc *v1alpha1.ProviderConfig, obs providerConfigObservation, st
 
 // rolloutEvents are the events for changes of the versions' rollouts: planned,
 // approved, paused, resumed, complete.
-func rolloutEvents(before, after []v1alpha1.VersionStatus) []kroEvent {
-	var out []kroEvent
+func rolloutEvents(before, after []v1alpha1.VersionStatus) []step.KroEvent {
+	var out []step.KroEvent
 	for _, a := range after {
 		var b v1alpha1.VersionStatus
 		for _, x := range before {
@@ -453,15 +456,15 @@ func rolloutEvents(before, after []v1alpha1.VersionStatus) []kroEvent {
 		}
 		switch {
 		case a.Rollout == v1alpha1.RolloutPlanned && a.Plan != nil:
-			out = append(out, kroEvent{Type: corev1.EventTypeNormal, Reason: "RolloutPlanned", Action: "Rollout", Note: "version " + a.Version + ": " + a.Plan.Summary})
+			out = append(out, step.KroEvent{Type: corev1.EventTypeNormal, Reason: "RolloutPlanned", Action: "Rollout", Note: "version " + a.Version + ": " + a.Plan.Summary})
 		case b.Rollout == v1alpha1.RolloutPlanned && a.Rollout == v1alpha1.RolloutProgressing:
-			out = append(out, kroEvent{Type: corev1.EventTypeNormal, Reason: "RolloutApproved", Action: "Rollout", Note: "version " + a.Version + ": " + a.Message})
+			out = append(out, step.KroEvent{Type: corev1.EventTypeNormal, Reason: "RolloutApproved", Action: "Rollout", Note: "version " + a.Version + ": " + a.Message})
 		case a.Rollout == v1alpha1.RolloutPaused:
-			out = append(out, kroEvent{Type: corev1.EventTypeWarning, Reason: "RolloutPaused", Action: "Rollout", Note: "version " + a.Version + ": " + a.Message})
+			out = append(out, step.KroEvent{Type: corev1.EventTypeWarning, Reason: "RolloutPaused", Action: "Rollout", Note: "version " + a.Version + ": " + a.Message})
 		case b.Rollout == v1alpha1.RolloutPaused:
-			out = append(out, kroEvent{Type: corev1.EventTypeNormal, Reason: "RolloutResumed", Action: "Rollout", Note: "version " + a.Version + ": " + a.Message})
+			out = append(out, step.KroEvent{Type: corev1.EventTypeNormal, Reason: "RolloutResumed", Action: "Rollout", Note: "version " + a.Version + ": " + a.Message})
 		case a.Rollout == v1alpha1.RolloutComplete && b.Rollout != "":
-			out = append(out, kroEvent{Type: corev1.EventTypeNormal, Reason: "RolloutComplete", Action: "Rollout", Note: "version " + a.Version + ": " + a.Message})
+			out = append(out, step.KroEvent{Type: corev1.EventTypeNormal, Reason: "RolloutComplete", Action: "Rollout", Note: "version " + a.Version + ": " + a.Message})
 		}
 	}
 	return out
@@ -471,7 +474,7 @@ func rolloutEvents(before, after []v1alpha1.VersionStatus) []kroEvent {
 // when it turns True, Warning when it turns False or its reason changes. A message that
 // changes under the same status and reason raises none. The note is the condition's
 // message, which names versions and secrets, never their content.
-func readyTransitionEvent(prev, cur *metav1.Condition) *kroEvent {
+func readyTransitionEvent(prev, cur *metav1.Condition) *step.KroEvent {
 	if cur == nil || prev != nil && prev.Status == cur.Status && prev.Reason == cur.Reason {
 		return nil
 	}
@@ -479,5 +482,5 @@ func readyTransitionEvent(prev, cur *metav1.Condition) *kroEvent {
 	if cur.Status == metav1.ConditionTrue || cur.Reason == v1alpha1.ReasonTerminating {
 		typ = corev1.EventTypeNormal
 	}
-	return &kroEvent{Type: typ, Reason: cur.Reason, Action: cur.Type, Note: cur.Message}
+	return &step.KroEvent{Type: typ, Reason: cur.Reason, Action: cur.Type, Note: cur.Message}
 }

@@ -19,6 +19,8 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
+	"github.com/openmcp-project/service-provider-kro/controllers/pullsecrets"
+	"github.com/openmcp-project/service-provider-kro/controllers/step"
 )
 
 // The integration tests below run a ProviderConfigReconciler of their own, on the suite's
@@ -382,9 +384,9 @@ func TestProviderConfigStatusPure(t *testing.T) {
 			Status: v1alpha1.KroStatus{CommonStatus: v1alpha1.CommonStatus{Phase: phase, ObservedGeneration: observed}}}
 	}
 	obs := providerConfigObservation{
-		problems: []secretProblem{
-			{v1alpha1.ReasonPullSecretWrongType, "secret a of version v2 has type Opaque"},
-			{v1alpha1.ReasonPullSecretMissing, "secret b of version v2 not found"},
+		problems: []pullsecrets.SecretProblem{
+			{Reason: v1alpha1.ReasonPullSecretWrongType, Message: "secret a of version v2 has type Opaque"},
+			{Reason: v1alpha1.ReasonPullSecretMissing, Message: "secret b of version v2 not found"},
 		},
 		kros: []v1alpha1.Kro{kro("v1", v1alpha1.PhaseReady, 2, 2), kro("v1", v1alpha1.PhaseReady, 2, 1), kro("v9", v1alpha1.PhaseReady, 1, 1)},
 	}
@@ -398,7 +400,7 @@ func TestProviderConfigStatusPure(t *testing.T) {
 	g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
 	g.Expect(ready.Reason).To(Equal(v1alpha1.ReasonPullSecretWrongType), "the first problem's reason")
 	g.Expect(ready.Message).To(Equal("secret a of version v2 has type Opaque; secret b of version v2 not found"))
-	g.Expect(readyTransitionEvent(nil, ready)).To(Equal(&kroEvent{corev1.EventTypeWarning, v1alpha1.ReasonPullSecretWrongType, v1alpha1.ConditionReady, ready.Message}))
+	g.Expect(readyTransitionEvent(nil, ready)).To(Equal(&step.KroEvent{Type: corev1.EventTypeWarning, Reason: v1alpha1.ReasonPullSecretWrongType, Action: v1alpha1.ConditionReady, Note: ready.Message}))
 
 	// Another message under the same status keeps the transition time and raises no event.
 	old := metav1.NewTime(time.Now().Add(-time.Hour).Truncate(time.Second))

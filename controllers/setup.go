@@ -24,6 +24,7 @@ import (
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
 	"github.com/openmcp-project/service-provider-kro/controllers/foreign"
+	"github.com/openmcp-project/service-provider-kro/controllers/handover"
 	"github.com/openmcp-project/service-provider-kro/controllers/reach"
 	"github.com/openmcp-project/service-provider-kro/providers/controlplane"
 	"github.com/openmcp-project/service-provider-kro/providers/sharding"
@@ -189,7 +190,7 @@ func addPlatformCaches(mgr ctrl.Manager, platform cluster.Cluster, o Options) (a
 	if err := mgr.Add(access); err != nil {
 		return nil, nil, err
 	}
-	earlier, err = EarlierCache(platform)
+	earlier, err = handover.EarlierCache(platform)
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating the cache of the earlier provider's objects: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
 	"github.com/openmcp-project/service-provider-kro/controllers/foreign"
+	"github.com/openmcp-project/service-provider-kro/controllers/step"
 )
 
 // A status the API server refuses must not freeze the object. Every foreign string passes
@@ -40,7 +41,7 @@ func refusedCondition(old []metav1.Condition, what string, err error, generation
 	c := metav1.Condition{
 		Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonStatusRefused,
 		Message: foreign.Text("the API server refused the "+what+" status the provider computed, so this minimal one stands in: "+
-			foreign.Line(err.Error(), maxRefusal)+"; the provider goes on reconciling; report this as a bug of service-provider-kro", maxMessage),
+			foreign.Line(err.Error(), maxRefusal)+"; the provider goes on reconciling; report this as a bug of service-provider-kro", step.MaxMessage),
 		ObservedGeneration: generation, LastTransitionTime: now,
 	}
 	if prev := meta.FindStatusCondition(old, v1alpha1.ConditionReady); prev != nil && prev.Status == c.Status && prev.Reason == c.Reason {
@@ -70,18 +71,18 @@ func minimalKroStatus(old, refused v1alpha1.KroStatus, generation int64, err err
 
 // writeRefusedKroStatus writes the minimal status of a Kro whose status was refused,
 // unless it is there already, with a Warning event when it is new.
-func (r *KroReconciler) writeRefusedKroStatus(ctx context.Context, s *scope, base *v1alpha1.Kro, old, refused v1alpha1.KroStatus, refusal error) error {
+func (r *KroReconciler) writeRefusedKroStatus(ctx context.Context, s *step.Scope, base *v1alpha1.Kro, old, refused v1alpha1.KroStatus, refusal error) error {
 	log.FromContext(ctx).Error(refusal, "The API server refused the Kro's status; writing a minimal one")
-	minimal := minimalKroStatus(old, refused, s.kro.Generation, refusal, metav1.Now())
+	minimal := minimalKroStatus(old, refused, s.Kro.Generation, refusal, metav1.Now())
 	if prev := meta.FindStatusCondition(old.Conditions, v1alpha1.ConditionReady); prev == nil || prev.Reason != v1alpha1.ReasonStatusRefused {
-		r.Recorder.Eventf(s.kro, nil, corev1.EventTypeWarning, v1alpha1.ReasonStatusRefused, "Reconcile", "%s", minimal.Conditions[0].Message)
+		r.Recorder.Eventf(s.Kro, nil, corev1.EventTypeWarning, v1alpha1.ReasonStatusRefused, "Reconcile", "%s", minimal.Conditions[0].Message)
 	}
 	if equality.Semantic.DeepEqual(old, minimal) {
 		return nil
 	}
-	s.kro.Status = minimal
-	s.writes.before(s.kro)
-	return client.IgnoreNotFound(r.Onboarding.Status().Patch(ctx, s.kro, client.MergeFrom(base)))
+	s.Kro.Status = minimal
+	s.Writes.Before(s.Kro)
+	return client.IgnoreNotFound(r.Onboarding.Status().Patch(ctx, s.Kro, client.MergeFrom(base)))
 }
 
 // minimalProviderConfigStatus stands in for a ProviderConfig status the API server

@@ -10,15 +10,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/flux"
 	"github.com/openmcp-project/service-provider-kro/controllers/reach"
+	"github.com/openmcp-project/service-provider-kro/controllers/step"
 )
 
-func allTrue() observation {
-	var obs observation
+func allTrue() step.Observation {
+	var obs step.Observation
 	for _, t := range []string{v1alpha1.ConditionVersionResolved, v1alpha1.ConditionPullSecretsReady, v1alpha1.ConditionOCIRepositoryReady, v1alpha1.ConditionControlPlaneAccessReady, v1alpha1.ConditionHelmReleaseReady} {
-		obs.set(t, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, t+" ok")
+		obs.Set(t, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, t+" ok")
 	}
-	obs.chartVersion, obs.chartObserved = "0.9.3", true
+	obs.ChartVersion, obs.ChartObserved = "0.9.3", true
 	return obs
 }
 
@@ -27,7 +29,7 @@ func TestComputeStatus(t *testing.T) {
 	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	t1 := metav1.NewTime(t0.Add(time.Hour))
 
-	ready := computeStatus(v1alpha1.KroStatus{}, 3, allTrue(), t0)
+	ready := step.ComputeStatus(v1alpha1.KroStatus{}, 3, allTrue(), t0)
 	g.Expect(ready.Phase).To(Equal(v1alpha1.PhaseReady))
 	g.Expect(ready.ObservedGeneration).To(Equal(int64(3)))
 	g.Expect(ready.ChartVersion).To(Equal("0.9.3"))
@@ -35,67 +37,67 @@ func TestComputeStatus(t *testing.T) {
 	g.Expect(ready.Conditions[0].Status).To(Equal(metav1.ConditionTrue))
 
 	// The same observation later changes nothing, not even transition times.
-	g.Expect(computeStatus(ready, 3, allTrue(), t1)).To(Equal(ready))
+	g.Expect(step.ComputeStatus(ready, 3, allTrue(), t1)).To(Equal(ready))
 
 	// A HelmRelease that is not ready makes the Kro Progressing, with its message.
 	obs := allTrue()
-	obs.set(v1alpha1.ConditionHelmReleaseReady, metav1.ConditionFalse, v1alpha1.ReasonReconcileError, "HelmRelease x is not ready: boom")
-	failing := computeStatus(ready, 4, obs, t1)
+	obs.Set(v1alpha1.ConditionHelmReleaseReady, metav1.ConditionFalse, v1alpha1.ReasonReconcileError, "HelmRelease x is not ready: boom")
+	failing := step.ComputeStatus(ready, 4, obs, t1)
 	g.Expect(failing.Phase).To(Equal(v1alpha1.PhaseProgressing))
-	r := findCondition(failing.Conditions, v1alpha1.ConditionReady)
+	r := step.FindCondition(failing.Conditions, v1alpha1.ConditionReady)
 	g.Expect(r.Status).To(Equal(metav1.ConditionFalse))
 	g.Expect(r.Reason).To(Equal(v1alpha1.ReasonReconcileError))
 	g.Expect(r.Message).To(ContainSubstring("boom"))
 	g.Expect(r.LastTransitionTime).To(Equal(t1))
-	g.Expect(findCondition(failing.Conditions, v1alpha1.ConditionVersionResolved).LastTransitionTime).To(Equal(t0))
+	g.Expect(step.FindCondition(failing.Conditions, v1alpha1.ConditionVersionResolved).LastTransitionTime).To(Equal(t0))
 
 	// Without a HelmRelease condition there is no Ready.
-	var partial observation
-	partial.set(v1alpha1.ConditionVersionResolved, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, "ok")
-	g.Expect(computeStatus(v1alpha1.KroStatus{}, 1, partial, t0).Phase).To(Equal(v1alpha1.PhaseProgressing))
+	var partial step.Observation
+	partial.Set(v1alpha1.ConditionVersionResolved, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, "ok")
+	g.Expect(step.ComputeStatus(v1alpha1.KroStatus{}, 1, partial, t0).Phase).To(Equal(v1alpha1.PhaseProgressing))
 
 	// Deleting: Terminating, whatever the conditions say.
 	del := allTrue()
-	del.deleting = true
-	del.waitingFor = "waiting for Flux"
-	term := computeStatus(ready, 5, del, t1)
+	del.Deleting = true
+	del.WaitingFor = "waiting for Flux"
+	term := step.ComputeStatus(ready, 5, del, t1)
 	g.Expect(term.Phase).To(Equal(v1alpha1.PhaseTerminating))
-	g.Expect(findCondition(term.Conditions, v1alpha1.ConditionReady).Reason).To(Equal(v1alpha1.ReasonTerminating))
-	g.Expect(findCondition(term.Conditions, v1alpha1.ConditionReady).Message).To(ContainSubstring("waiting for Flux"))
+	g.Expect(step.FindCondition(term.Conditions, v1alpha1.ConditionReady).Reason).To(Equal(v1alpha1.ReasonTerminating))
+	g.Expect(step.FindCondition(term.Conditions, v1alpha1.ConditionReady).Message).To(ContainSubstring("waiting for Flux"))
 }
 
 func TestTransitionEvents(t *testing.T) {
 	g := NewWithT(t)
 	t0 := metav1.Now()
-	ready := computeStatus(v1alpha1.KroStatus{}, 1, allTrue(), t0)
-	evs := transitionEvents(nil, ready.Conditions)
+	ready := step.ComputeStatus(v1alpha1.KroStatus{}, 1, allTrue(), t0)
+	evs := step.TransitionEvents(nil, ready.Conditions)
 	g.Expect(evs).To(HaveLen(1), "only Ready turning True, not every step")
-	g.Expect(evs[0]).To(Equal(kroEvent{corev1.EventTypeNormal, v1alpha1.ReasonReconcileSuccess, v1alpha1.ConditionReady, evs[0].Note}))
+	g.Expect(evs[0]).To(Equal(step.KroEvent{Type: corev1.EventTypeNormal, Reason: v1alpha1.ReasonReconcileSuccess, Action: v1alpha1.ConditionReady, Note: evs[0].Note}))
 
-	g.Expect(transitionEvents(ready.Conditions, ready.Conditions)).To(BeEmpty(), "no change, no event")
+	g.Expect(step.TransitionEvents(ready.Conditions, ready.Conditions)).To(BeEmpty(), "no change, no event")
 
 	obs := allTrue()
-	obs.set(v1alpha1.ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonReconcileError, "secret a missing")
-	broken := computeStatus(ready, 1, obs, t0)
-	evs = transitionEvents(ready.Conditions, broken.Conditions)
+	obs.Set(v1alpha1.ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonReconcileError, "secret a missing")
+	broken := step.ComputeStatus(ready, 1, obs, t0)
+	evs = step.TransitionEvents(ready.Conditions, broken.Conditions)
 	g.Expect(evs).To(HaveLen(1))
 	g.Expect(evs[0].Type).To(Equal(corev1.EventTypeWarning))
 	g.Expect(evs[0].Reason).To(Equal(v1alpha1.ReasonReconcileError))
 	g.Expect(evs[0].Note).To(ContainSubstring("secret a missing"))
 
-	obs.set(v1alpha1.ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonReconcileError, "secret a has the wrong type")
-	other := computeStatus(broken, 1, obs, t0)
-	g.Expect(transitionEvents(broken.Conditions, other.Conditions)).To(HaveLen(1), "another problem, another event")
+	obs.Set(v1alpha1.ConditionPullSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonReconcileError, "secret a has the wrong type")
+	other := step.ComputeStatus(broken, 1, obs, t0)
+	g.Expect(step.TransitionEvents(broken.Conditions, other.Conditions)).To(HaveLen(1), "another problem, another event")
 }
 
 func TestListNames(t *testing.T) {
 	g := NewWithT(t)
-	g.Expect(listNames([]string{"a", "b"})).To(Equal("a, b"))
+	g.Expect(step.ListNames([]string{"a", "b"})).To(Equal("a, b"))
 	var many []string
 	for i := range 13 {
 		many = append(many, string(rune('a'+i)))
 	}
-	g.Expect(listNames(many)).To(Equal("a, b, c, d, e, f, g, h, i, j and 3 more"))
+	g.Expect(step.ListNames(many)).To(Equal("a, b, c, d, e, f, g, h, i, j and 3 more"))
 }
 
 func TestFluxReadiness(t *testing.T) {
@@ -122,7 +124,7 @@ func TestFluxReadiness(t *testing.T) {
 		{"condition without observedGeneration, status behind", 2, 1, ready(metav1.ConditionTrue, 0, "ok"), metav1.ConditionUnknown, "waiting for Flux to reconcile it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			status, message := fluxReadiness(tc.generation, tc.status, tc.conds)
+			status, message := step.FluxReadiness(tc.generation, tc.status, tc.conds)
 			if status != tc.want || message != tc.message {
 				t.Fatalf("fluxReadiness = %s %q, want %s %q", status, message, tc.want, tc.message)
 			}
@@ -135,28 +137,28 @@ func TestFluxReadiness(t *testing.T) {
 func TestEveryConditionIsReported(t *testing.T) {
 	g := NewWithT(t)
 	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	var obs observation
-	obs.set(v1alpha1.ConditionVersionResolved, metav1.ConditionFalse, v1alpha1.ReasonVersionNotOffered, "version x is not offered")
-	st := computeStatus(v1alpha1.KroStatus{}, 1, obs, t0)
+	var obs step.Observation
+	obs.Set(v1alpha1.ConditionVersionResolved, metav1.ConditionFalse, v1alpha1.ReasonVersionNotOffered, "version x is not offered")
+	st := step.ComputeStatus(v1alpha1.KroStatus{}, 1, obs, t0)
 	var types []string
 	for _, c := range st.Conditions {
 		types = append(types, c.Type)
 	}
-	g.Expect(types).To(Equal(conditionsOf(v1alpha1.PlacementControlPlane)))
-	ready := findCondition(st.Conditions, v1alpha1.ConditionReady)
+	g.Expect(types).To(Equal(step.ConditionsOf(v1alpha1.PlacementControlPlane)))
+	ready := step.FindCondition(st.Conditions, v1alpha1.ConditionReady)
 	g.Expect(ready.Reason).To(Equal(v1alpha1.ReasonReconcileError), "the seed's contract: Ready=False, ReconcileError on an unknown version")
 	g.Expect(ready.Message).To(Equal("version x is not offered"))
-	helm := findCondition(st.Conditions, v1alpha1.ConditionHelmReleaseReady)
+	helm := step.FindCondition(st.Conditions, v1alpha1.ConditionHelmReleaseReady)
 	g.Expect(helm.Status).To(Equal(metav1.ConditionUnknown))
 	g.Expect(helm.Reason).To(Equal(v1alpha1.ReasonNotChecked))
 	g.Expect(helm.Message).To(Equal("not checked: VersionResolved is False (VersionNotOffered)"))
-	g.Expect(findCondition(st.Conditions, v1alpha1.ConditionDeletionBlocked).Status).To(Equal(metav1.ConditionFalse))
-	g.Expect(transitionEvents(nil, st.Conditions)).To(HaveLen(1), "only the failing step raises an event, not the steps it kept from running")
+	g.Expect(step.FindCondition(st.Conditions, v1alpha1.ConditionDeletionBlocked).Status).To(Equal(metav1.ConditionFalse))
+	g.Expect(step.TransitionEvents(nil, st.Conditions)).To(HaveLen(1), "only the failing step raises an event, not the steps it kept from running")
 
-	obs.deleting = true
-	del := computeStatus(st, 1, obs, t0)
-	g.Expect(findCondition(del.Conditions, v1alpha1.ConditionHelmReleaseReady).Message).To(Equal("not checked: the Kro is being deleted"))
-	g.Expect(findCondition(del.Conditions, v1alpha1.ConditionDeletionBlocked).Reason).To(Equal(v1alpha1.ReasonNotChecked))
+	obs.Deleting = true
+	del := step.ComputeStatus(st, 1, obs, t0)
+	g.Expect(step.FindCondition(del.Conditions, v1alpha1.ConditionHelmReleaseReady).Message).To(Equal("not checked: the Kro is being deleted"))
+	g.Expect(step.FindCondition(del.Conditions, v1alpha1.ConditionDeletionBlocked).Reason).To(Equal(v1alpha1.ReasonNotChecked))
 }
 
 // TestRGDSummaryCarriesItsTime: the summary keeps the time it was first observed while
@@ -166,14 +168,14 @@ func TestRGDSummaryCarriesItsTime(t *testing.T) {
 	g := NewWithT(t)
 	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	t1 := metav1.NewTime(t0.Add(time.Minute))
-	first := reportedRGDs(nil, observation{rgds: &v1alpha1.ResourceGraphDefinitionSummary{Total: 2, Ready: 2}}, t0)
+	first := step.ReportedRGDs(nil, step.Observation{Rgds: &v1alpha1.ResourceGraphDefinitionSummary{Total: 2, Ready: 2}}, t0)
 	g.Expect(first.ObservedTime).To(Equal(t0))
-	same := reportedRGDs(first, observation{rgds: &v1alpha1.ResourceGraphDefinitionSummary{Total: 2, Ready: 2}}, t1)
+	same := step.ReportedRGDs(first, step.Observation{Rgds: &v1alpha1.ResourceGraphDefinitionSummary{Total: 2, Ready: 2}}, t1)
 	g.Expect(same).To(Equal(first), "an idle reconcile rewrites nothing")
-	changed := reportedRGDs(first, observation{rgds: &v1alpha1.ResourceGraphDefinitionSummary{Total: 2, Ready: 1}}, t1)
+	changed := step.ReportedRGDs(first, step.Observation{Rgds: &v1alpha1.ResourceGraphDefinitionSummary{Total: 2, Ready: 1}}, t1)
 	g.Expect(changed.ObservedTime).To(Equal(t1))
-	g.Expect(reportedRGDs(first, observation{rgdsKeep: true}, t1)).To(Equal(first))
-	g.Expect(reportedRGDs(first, observation{}, t1)).To(BeNil())
+	g.Expect(step.ReportedRGDs(first, step.Observation{RgdsKeep: true}, t1)).To(Equal(first))
+	g.Expect(step.ReportedRGDs(first, step.Observation{}, t1)).To(BeNil())
 }
 
 // TestAccessMissingSince: the first time the access is seen missing stays until it is
@@ -183,20 +185,20 @@ func TestAccessMissingSince(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	k := &v1alpha1.Kro{}
 	missing := &reach.NotAvailableError{Missing: true}
-	var obs observation
-	obs.accessMissing(k, missing, t0)
-	st := computeStatus(k.Status, 1, obs, metav1.NewTime(t0))
+	var obs step.Observation
+	obs.AccessMissing(k, missing, t0)
+	st := step.ComputeStatus(k.Status, 1, obs, metav1.NewTime(t0))
 	g.Expect(st.AccessMissingSince.Time).To(Equal(t0))
 
 	k.Status = st
-	obs = observation{}
-	obs.accessMissing(k, missing, t0.Add(time.Minute))
-	g.Expect(obs.accessMissingSince.Time).To(Equal(t0), "counted from the first time")
-	g.Expect(computeStatus(k.Status, 1, observation{}, metav1.NewTime(t0)).AccessMissingSince.Time).To(Equal(t0), "not looked at: kept")
+	obs = step.Observation{}
+	obs.AccessMissing(k, missing, t0.Add(time.Minute))
+	g.Expect(obs.AccessMissingSince.Time).To(Equal(t0), "counted from the first time")
+	g.Expect(step.ComputeStatus(k.Status, 1, step.Observation{}, metav1.NewTime(t0)).AccessMissingSince.Time).To(Equal(t0), "not looked at: kept")
 
-	obs = observation{}
-	obs.accessMissing(k, &reach.NotAvailableError{Message: "does not answer"}, t0)
-	g.Expect(computeStatus(k.Status, 1, obs, metav1.NewTime(t0)).AccessMissingSince).To(BeNil(), "an access that exists is not missing")
+	obs = step.Observation{}
+	obs.AccessMissing(k, &reach.NotAvailableError{Message: "does not answer"}, t0)
+	g.Expect(step.ComputeStatus(k.Status, 1, obs, metav1.NewTime(t0)).AccessMissingSince).To(BeNil(), "an access that exists is not missing")
 }
 
 // TestReleaseFailReason: a HelmRelease that fails because helm-controller cannot get its
@@ -208,14 +210,14 @@ func TestReleaseFailReason(t *testing.T) {
 		h.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason}}
 		return h
 	}
-	g.Expect(releaseFailReason(hr("SourceNotReady"))).To(Equal(v1alpha1.ReasonSourceNotReady))
-	g.Expect(releaseFailReason(hr(helmv2.ArtifactFailedReason))).To(Equal(v1alpha1.ReasonSourceNotReady))
-	g.Expect(releaseFailReason(hr(helmv2.InstallFailedReason))).To(Equal(v1alpha1.ReasonReleaseFailed))
-	g.Expect(releaseFailReason(&helmv2.HelmRelease{})).To(Equal(v1alpha1.ReasonReleaseFailed))
+	g.Expect(flux.ReleaseFailReason(hr("SourceNotReady"))).To(Equal(v1alpha1.ReasonSourceNotReady))
+	g.Expect(flux.ReleaseFailReason(hr(helmv2.ArtifactFailedReason))).To(Equal(v1alpha1.ReasonSourceNotReady))
+	g.Expect(flux.ReleaseFailReason(hr(helmv2.InstallFailedReason))).To(Equal(v1alpha1.ReasonReleaseFailed))
+	g.Expect(flux.ReleaseFailReason(&helmv2.HelmRelease{})).To(Equal(v1alpha1.ReasonReleaseFailed))
 
-	var obs observation
-	installedCondition(&obs, "HelmRelease x", "0.9.4", "", metav1.ConditionFalse, "OCIRepository 'x' is not ready", v1alpha1.ReasonSourceNotReady)
-	c := findCondition(obs.conditions, v1alpha1.ConditionHelmReleaseReady)
+	var obs step.Observation
+	flux.InstalledCondition(&obs, "HelmRelease x", "0.9.4", "", metav1.ConditionFalse, "OCIRepository 'x' is not ready", v1alpha1.ReasonSourceNotReady)
+	c := step.FindCondition(obs.Conditions, v1alpha1.ConditionHelmReleaseReady)
 	g.Expect(c.Reason).To(Equal(v1alpha1.ReasonSourceNotReady))
 	g.Expect(c.Message).To(ContainSubstring("OCIRepository 'x' is not ready"))
 }
@@ -227,23 +229,23 @@ func TestReleaseFailReason(t *testing.T) {
 func TestWorkloadClusterReadyOnlyForItsPlacement(t *testing.T) {
 	g := NewWithT(t)
 	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	var obs observation
-	obs.versionResolved(&v1alpha1.KroVersion{Version: "v1", ChartVersion: "0.9.4", Placement: v1alpha1.PlacementWorkloadCluster})
-	obs.set(v1alpha1.ConditionControlPlaneAccessReady, metav1.ConditionFalse, v1alpha1.ReasonControlPlaneUnreachable, "down")
-	st := computeStatus(v1alpha1.KroStatus{}, 1, obs, t0)
+	var obs step.Observation
+	obs.VersionResolved(&v1alpha1.KroVersion{Version: "v1", ChartVersion: "0.9.4", Placement: v1alpha1.PlacementWorkloadCluster})
+	obs.Set(v1alpha1.ConditionControlPlaneAccessReady, metav1.ConditionFalse, v1alpha1.ReasonControlPlaneUnreachable, "down")
+	st := step.ComputeStatus(v1alpha1.KroStatus{}, 1, obs, t0)
 	g.Expect(st.Placement).To(BeEmpty(), "nothing was placed yet")
-	wc := findCondition(st.Conditions, v1alpha1.ConditionWorkloadClusterReady)
+	wc := step.FindCondition(st.Conditions, v1alpha1.ConditionWorkloadClusterReady)
 	g.Expect(wc).NotTo(BeNil())
 	g.Expect(wc.Reason).To(Equal(v1alpha1.ReasonNotChecked))
 
 	st.Placement = v1alpha1.PlacementWorkloadCluster // recorded
-	obs = observation{}
-	obs.versionResolved(&v1alpha1.KroVersion{Version: "v1", ChartVersion: "0.9.4"})
-	st = computeStatus(st, 2, obs, t0)
+	obs = step.Observation{}
+	obs.VersionResolved(&v1alpha1.KroVersion{Version: "v1", ChartVersion: "0.9.4"})
+	st = step.ComputeStatus(st, 2, obs, t0)
 	g.Expect(st.Placement).To(Equal(v1alpha1.PlacementWorkloadCluster), "the version's new placement is no record of where kro is")
-	g.Expect(findCondition(st.Conditions, v1alpha1.ConditionWorkloadClusterReady)).To(BeNil())
+	g.Expect(step.FindCondition(st.Conditions, v1alpha1.ConditionWorkloadClusterReady)).To(BeNil())
 
-	obs = observation{} // the version not resolved: the placement stays as it was
-	st = computeStatus(st, 3, obs, t0)
+	obs = step.Observation{} // the version not resolved: the placement stays as it was
+	st = step.ComputeStatus(st, 3, obs, t0)
 	g.Expect(st.Placement).To(Equal(v1alpha1.PlacementWorkloadCluster))
 }

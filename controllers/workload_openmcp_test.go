@@ -24,6 +24,7 @@ import (
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
 	"github.com/openmcp-project/service-provider-kro/controllers/owned"
+	"github.com/openmcp-project/service-provider-kro/controllers/placement"
 	"github.com/openmcp-project/service-provider-kro/controllers/reach"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
@@ -64,14 +65,14 @@ func TestKroCredentialFromGrant(t *testing.T) {
 	}
 	kro := &v1alpha1.Kro{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "tenant"}}
 
-	secret, err := kroCredentialFromGrant(kro, providerName, "kro-tenant", grant, grant.ResourceVersion)
+	secret, err := placement.KroCredentialFromGrant(kro, providerName, "kro-tenant", grant, grant.ResourceVersion)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(secret.Namespace).To(Equal("kro-tenant"))
 	g.Expect(secret.Labels).To(HaveKeyWithValue(v1alpha1.LabelRole, v1alpha1.RoleKroCredential))
 	g.Expect(secret.Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationGrantVersion, "42"))
 	g.Expect(secret.Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationTokenIssued, issued.Format(time.RFC3339)))
 	g.Expect(secret.Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationTokenExpires, req.Status.ExpirationTimestamp.UTC().Format(time.RFC3339)))
-	g.Expect(secret.Data[KroCredentialCAKey]).To(Equal(cp.Config.CAData))
+	g.Expect(secret.Data[owned.KroCredentialCAKey]).To(Equal(cp.Config.CAData))
 	g.Expect(bytes.Contains(secret.Data[owned.KubeconfigKey], []byte(req.Status.Token))).To(BeFalse(), "the kubeconfig only names the token file")
 	cfg, err := clientcmd.BuildConfigFromFlags("", writeCredentialFiles(g, t.TempDir(), secret.Data))
 	g.Expect(err).NotTo(HaveOccurred())
@@ -82,7 +83,7 @@ func TestKroCredentialFromGrant(t *testing.T) {
 		bare := grant.DeepCopy()
 		delete(bare.Data, clustersv1alpha1.SecretKeyCreationTimestamp)
 		delete(bare.Data, clustersv1alpha1.SecretKeyExpirationTimestamp)
-		secret, err := kroCredentialFromGrant(kro, providerName, "kro-tenant", bare, "43")
+		secret, err := placement.KroCredentialFromGrant(kro, providerName, "kro-tenant", bare, "43")
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(secret.Annotations).NotTo(HaveKey(v1alpha1.AnnotationTokenExpires))
 		g.Expect(secret.Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationGrantVersion, "43"))
@@ -93,12 +94,12 @@ func TestKroCredentialFromGrant(t *testing.T) {
 		kc.AuthInfos["kro"] = &clientcmdapi.AuthInfo{Username: "kro", Password: "secret-password"}
 		certs.Data[clustersv1alpha1.SecretKeyKubeconfig], err = clientcmd.Write(*kc)
 		g.Expect(err).NotTo(HaveOccurred())
-		_, err := kroCredentialFromGrant(kro, providerName, "kro-tenant", certs, "44")
+		_, err := placement.KroCredentialFromGrant(kro, providerName, "kro-tenant", certs, "44")
 		g.Expect(err).To(MatchError(ContainSubstring("holds no bearer token")))
 		g.Expect(err.Error()).NotTo(ContainSubstring("secret-password"))
 		broken := grant.DeepCopy()
 		broken.Data[clustersv1alpha1.SecretKeyKubeconfig] = []byte("not: [a kubeconfig")
-		_, err = kroCredentialFromGrant(kro, providerName, "kro-tenant", broken, "45")
+		_, err = placement.KroCredentialFromGrant(kro, providerName, "kro-tenant", broken, "45")
 		g.Expect(err).To(MatchError(ContainSubstring("openmcp's access secret tenant/kro.kubeconfig for kro")))
 	})
 }

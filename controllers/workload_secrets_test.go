@@ -32,7 +32,7 @@ func TestForeignKroCredentialIsAConflict(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(bareControlPlane.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: workloadNS}})).To(Succeed())
 	foreign := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: workloadNS, Name: KroCredentialSecretName, Labels: map[string]string{"owner": "someone"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: workloadNS, Name: owned.KroCredentialSecretName, Labels: map[string]string{"owner": "someone"}},
 		Data:       map[string][]byte{owned.KubeconfigKey: []byte("theirs")},
 	}
 	g.Expect(bareControlPlane.Client.Create(ctx, foreign)).To(Succeed())
@@ -47,10 +47,10 @@ func TestForeignKroCredentialIsAConflict(t *testing.T) {
 
 	k, _ := placeWorkloadKro(t, g, ns, name)
 	got := eventuallyCondition(g, k, v1alpha1.ConditionWorkloadClusterReady, metav1.ConditionFalse, v1alpha1.ReasonOwnershipConflict,
-		"secret "+workloadNS+"/"+KroCredentialSecretName+" on the workload cluster was not created by the provider", "delete that secret or move it elsewhere")
+		"secret "+workloadNS+"/"+owned.KroCredentialSecretName+" on the workload cluster was not created by the provider", "delete that secret or move it elsewhere")
 	g.Expect(condition(got, v1alpha1.ConditionReady).Reason).To(Equal(v1alpha1.ReasonOwnershipConflict))
 	g.Expect(condition(got, v1alpha1.ConditionWorkloadClusterReady).Message).NotTo(ContainSubstring("theirs"), "no secret content in messages")
-	eventuallyEvent(g, k, "Warning/"+v1alpha1.ReasonOwnershipConflict, workloadNS+"/"+KroCredentialSecretName)
+	eventuallyEvent(g, k, "Warning/"+v1alpha1.ReasonOwnershipConflict, workloadNS+"/"+owned.KroCredentialSecretName)
 	g.Consistently(untouched, time.Second, 200*time.Millisecond).Should(Succeed())
 	g.Expect(getHelmReleaseIfAny(g, k)).To(BeNil(), "kro is not installed to mount someone else's secret")
 
@@ -134,7 +134,7 @@ func TestWorkloadClusterSwitchCleansUpTheFirst(t *testing.T) {
 	eventuallyEvent(g, k, "Normal/"+v1alpha1.ReasonMovingPlacement, tenant+"/workload-access", tenant+"/a-workload")
 
 	t.Log("nothing of kro is left on the first workload cluster, and its token is revoked")
-	err := bareControlPlane.Client.Get(ctx, client.ObjectKey{Namespace: w.namespace, Name: KroCredentialSecretName}, &corev1.Secret{})
+	err := bareControlPlane.Client.Get(ctx, client.ObjectKey{Namespace: w.namespace, Name: owned.KroCredentialSecretName}, &corev1.Secret{})
 	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "kro's credential on the first workload cluster: %v", err)
 	finalizeNamespace(g, bareControlPlane.Client, w.namespace)
 	g.Eventually(func() bool {
@@ -150,9 +150,9 @@ func TestWorkloadClusterSwitchCleansUpTheFirst(t *testing.T) {
 
 	deleteKro(g, k)
 	eventuallyGone(g, onboarding.Client, k)
-	err = second.Client.Get(ctx, client.ObjectKey{Namespace: w.namespace, Name: KroCredentialSecretName}, &corev1.Secret{})
+	err = second.Client.Get(ctx, client.ObjectKey{Namespace: w.namespace, Name: owned.KroCredentialSecretName}, &corev1.Secret{})
 	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "kro's credential on the second workload cluster: %v", err)
-	g.Expect(apierrors.IsNotFound(controlPlane.Client.Get(ctx, kroServiceAccount, &corev1.ServiceAccount{}))).To(BeTrue())
+	g.Expect(apierrors.IsNotFound(controlPlane.Client.Get(ctx, owned.KroServiceAccount, &corev1.ServiceAccount{}))).To(BeTrue())
 }
 
 // TestDeletionReachesTheWorkloadClusterKroRunsOn: a Kro whose reconciles stop before the

@@ -97,10 +97,10 @@ func TestWorkloadPlacement(t *testing.T) {
 	var roles rbacv1.ClusterRoleBindingList
 	g.Expect(controlPlane.Client.List(ctx, &roles, client.MatchingLabels{v1alpha1.LabelRole: v1alpha1.RoleKroParts, v1alpha1.LabelKroNamespace: ns})).To(Succeed())
 	g.Expect(roles.Items).To(HaveLen(1))
-	g.Expect(roles.Items[0].Subjects).To(ConsistOf(rbacv1.Subject{Kind: "ServiceAccount", Name: KroServiceAccountName, Namespace: owned.KroNamespace}))
-	g.Expect(controlPlane.Client.Get(ctx, client.ObjectKey{Namespace: owned.KroNamespace, Name: KroServiceAccountName}, &corev1.ServiceAccount{})).To(Succeed())
+	g.Expect(roles.Items[0].Subjects).To(ConsistOf(rbacv1.Subject{Kind: "ServiceAccount", Name: owned.KroServiceAccountName, Namespace: owned.KroNamespace}))
+	g.Expect(controlPlane.Client.Get(ctx, client.ObjectKey{Namespace: owned.KroNamespace, Name: owned.KroServiceAccountName}, &corev1.ServiceAccount{})).To(Succeed())
 	credential := &corev1.Secret{}
-	g.Expect(bareControlPlane.Client.Get(ctx, client.ObjectKey{Namespace: workloadNS, Name: KroCredentialSecretName}, credential)).To(Succeed())
+	g.Expect(bareControlPlane.Client.Get(ctx, client.ObjectKey{Namespace: workloadNS, Name: owned.KroCredentialSecretName}, credential)).To(Succeed())
 	g.Expect(credential.Data).To(HaveKey("token"))
 
 	t.Log("the HelmRelease installs kro into the tenant's namespace on the workload cluster")
@@ -125,7 +125,7 @@ func TestWorkloadPlacement(t *testing.T) {
 		g.Expect(hr.Spec.ReleaseName).To(Equal(owned.ReleaseName))
 		g.Expect(hr.Spec.KubeConfig.SecretRef.Name).To(Equal("controlplane-access"))
 	}, timeout, interval).Should(Succeed())
-	g.Expect(apierrors.IsNotFound(controlPlane.Client.Get(ctx, client.ObjectKey{Namespace: owned.KroNamespace, Name: KroServiceAccountName}, &corev1.ServiceAccount{}))).To(BeTrue(),
+	g.Expect(apierrors.IsNotFound(controlPlane.Client.Get(ctx, client.ObjectKey{Namespace: owned.KroNamespace, Name: owned.KroServiceAccountName}, &corev1.ServiceAccount{}))).To(BeTrue(),
 		"kro's ServiceAccount of the workload placement is gone before the chart's own is installed")
 	g.Expect(controlPlane.Client.List(ctx, &roles, client.MatchingLabels{v1alpha1.LabelRole: v1alpha1.RoleKroParts, v1alpha1.LabelKroNamespace: ns})).To(Succeed())
 	g.Expect(roles.Items).To(BeEmpty())
@@ -149,7 +149,7 @@ func TestWorkloadPlacement(t *testing.T) {
 	t.Log("the deletion removes kro's service account and RBAC from the ControlPlane and its namespace from the workload cluster; kro's CRDs stay")
 	g.Expect(onboarding.Client.Delete(ctx, k)).To(Succeed())
 	eventuallyGone(g, onboarding.Client, k)
-	g.Expect(apierrors.IsNotFound(controlPlane.Client.Get(ctx, client.ObjectKey{Namespace: owned.KroNamespace, Name: KroServiceAccountName}, &corev1.ServiceAccount{}))).To(BeTrue())
+	g.Expect(apierrors.IsNotFound(controlPlane.Client.Get(ctx, client.ObjectKey{Namespace: owned.KroNamespace, Name: owned.KroServiceAccountName}, &corev1.ServiceAccount{}))).To(BeTrue())
 	g.Expect(controlPlane.Client.List(ctx, &roles, client.MatchingLabels{v1alpha1.LabelRole: v1alpha1.RoleKroParts, v1alpha1.LabelKroNamespace: ns})).To(Succeed())
 	g.Expect(roles.Items).To(BeEmpty())
 	var crs rbacv1.ClusterRoleList

@@ -23,6 +23,7 @@ import (
 	"github.com/openmcp-project/service-provider-kro/clusters"
 	"github.com/openmcp-project/service-provider-kro/config/rbac"
 	"github.com/openmcp-project/service-provider-kro/controllers"
+	"github.com/openmcp-project/service-provider-kro/controllers/deletion"
 	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/controllers/reach"
 	"github.com/openmcp-project/service-provider-kro/providers/sharding"
@@ -54,7 +55,7 @@ func (o *runOptions) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.access, "controlplane-access", "", "where ControlPlane kubeconfigs come from: standalone (a secret labelled "+v1alpha1.LabelControlPlaneKubeconfig+"=true in the tenant namespace) or openmcp (an AccessRequest per ControlPlane); default openmcp when the onboarding cluster is requested from openmcp, else standalone")
 	fs.DurationVar(&o.quietPeriod, "controlplane-quiet-period", 90*time.Second, "how long an engaged ControlPlane may stay quiet (no answer to the provider's requests, no event or bookmark on its watches) before it is probed; a failed request has it probed at once")
 	fs.DurationVar(&o.probeInterval, "controlplane-probe-interval", 15*time.Second, "how often an unreachable ControlPlane is probed again")
-	fs.DurationVar(&o.accessGrace, "access-grace-period", controllers.DefaultAccessGracePeriod,
+	fs.DurationVar(&o.accessGrace, "access-grace-period", deletion.DefaultAccessGracePeriod,
 		"standalone access: how long a ControlPlane's kubeconfig secret must be missing before the deletion of its Kro counts the ControlPlane as gone and drops kro without uninstalling it")
 	fs.IntVar(&o.concurrency, "max-concurrent-reconciles", 10, "how many Kros are reconciled at once")
 	fs.Float64Var(&o.qps, "kube-api-qps", clusters.DefaultQPS, "requests per second the provider makes to the onboarding and to the platform cluster, each, in the long run")

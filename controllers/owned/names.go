@@ -6,6 +6,8 @@ package owned
 import (
 	"fmt"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -67,3 +69,15 @@ func Annotations(kro *v1alpha1.Kro) map[string]string {
 
 // ControlPlaneCluster is the value of ManagedResource.Cluster for objects on the ControlPlane.
 const ControlPlaneCluster = "controlplane"
+
+// MadeFor tells whether the provider made obj (a Flux object) for this Kro: it carries
+// the provider's labels of the Kro. An object of the same name without them is someone
+// else's and is never deleted.
+func MadeFor(kro *v1alpha1.Kro, provider string, obj client.Object) bool {
+	return As(obj, &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Labels: Labels(kro, provider, "")}})
+}
+
+// CopyLabels select the objects of one role that the provider made for a Kro.
+func CopyLabels(kro *v1alpha1.Kro, provider, role string) client.MatchingLabels {
+	return client.MatchingLabels(Labels(kro, provider, role))
+}

@@ -170,7 +170,7 @@ type Engaged struct {
 	Platform     client.Client // cached: AccessRequests
 	Reader       client.Reader // uncached: openmcp's access secrets are not cached
 	Kubeconfigs  cache.Cache   // see accessCache
-	// workloadKubeconfigs watches the labelled workload cluster kubeconfigs (standalone).
+	// WorkloadKubeconfigs watches the labelled workload cluster kubeconfigs (standalone).
 	WorkloadKubeconfigs cache.Cache
 	Provider            *controlplane.Provider
 	Events              *controlplane.Events

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -32,11 +35,11 @@ import (
 // the tenant's namespace on a workload cluster. Image pull secrets go there, and a
 // rollout's gate reads kro's Deployment there.
 type Site struct {
-	// cluster is the engaged cluster (its cache holds the provider's secrets there).
+	// Cluster is the engaged cluster (its cache holds the provider's secrets there).
 	Cluster cluster.Cluster
-	// namespace is where kro runs, and release the Helm release's name.
+	// Namespace is where kro runs, and release the Helm release's name.
 	Namespace, Release string
-	// where names the cluster for messages, and label for ManagedResource.Cluster.
+	// Where names the cluster for messages, and label for ManagedResource.Cluster.
 	Where, Label string
 }
 
@@ -197,3 +200,39 @@ func (c *Engaged) engaged(ctx context.Context, name multicluster.ClusterName, ku
 // DefaultKroTokenLifetime is how long the token of kro's credential for a ControlPlane
 // lives; it is rotated after two thirds of that (kro_credential.go).
 const DefaultKroTokenLifetime = 12 * time.Hour
+
+// EnsureWorkloadNamespace makes sure the tenant's namespace on the workload cluster
+// exists and is labelled the provider's for the Kro, so that it goes with the Kro
+// (workload_cleanup.go). Under openmcp, openmcp's cluster provider made it with the
+// provider's access, and the provider labels it (its rights there are get, patch and
+// delete of that one namespace).
+func EnsureWorkloadNamespace(ctx context.Context, w *WorkloadClusterAccess, kro *v1alpha1.Kro, provider string) error {
+	labels := owned.Labels(kro, provider, "")
+	if !w.NamespaceGranted {
+		return owned.EnsureNamespace(ctx, w.Cluster.GetClient(), w.Namespace, labels)
+	}
+	ns := &corev1.Namespace{}
+	err := w.Cluster.GetClient().Get(ctx, client.ObjectKey{Name: w.Namespace}, ns)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("reading namespace %s on the workload cluster: %w", w.Namespace, err)
+	}
+	if err == nil && labelsInclude(ns.Labels, labels) {
+		return nil
+	}
+	desired := &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
+		ObjectMeta: metav1.ObjectMeta{Name: w.Namespace, Labels: labels}}
+	if err := owned.Apply(ctx, w.Cluster.GetClient(), desired); err != nil {
+		return fmt.Errorf("labelling namespace %s on the workload cluster: %w", w.Namespace, err)
+	}
+	return nil
+}
+
+// labelsInclude tells whether have holds every label of want.
+func labelsInclude(have, want map[string]string) bool {
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
+}

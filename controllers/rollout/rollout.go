@@ -44,11 +44,11 @@ func shortMessage(s string) string { return foreign.Text(s, maxPlanMessage) }
 // View is what the cluster says of a version's Kros.
 type View struct {
 	Kros []v1alpha1.Kro
-	// records are what the Kros' HelmReleases record, by the Kro's "namespace/name".
+	// Records are what the Kros' HelmReleases record, by the Kro's "namespace/name".
 	Records map[string]Record
-	// versionOf is the version of each revision that is kept, by the revision's name.
+	// VersionOf is the version of each revision that is kept, by the revision's name.
 	VersionOf map[string]string
-	// artifacts are the artifacts of the revisions Kros are held on, by name, and current
+	// Artifacts are the artifacts of the revisions Kros are held on, by name, and current
 	// the version's as spec.versions has them: what a plan compares (rollout_plan.go).
 	Artifacts map[string]*v1alpha1.KroVersion
 	Current   *v1alpha1.KroVersion
@@ -60,7 +60,7 @@ type View struct {
 // Plan is one version's rollout as it stands after this reconcile.
 type Plan struct {
 	v1alpha1.VersionStatus
-	// recheckIn is when a health timeout of an updating Kro ends (0: none).
+	// RecheckIn is when a health timeout of an updating Kro ends (0: none).
 	RecheckIn time.Duration
 	// unavailable counts the Kros that are not available and neither updating nor
 	// waiting: failed ones, those given the revision while unavailable, new ones.

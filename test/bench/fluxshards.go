@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
-	"github.com/openmcp-project/service-provider-kro/controllers"
+	"github.com/openmcp-project/service-provider-kro/controllers/flux"
 	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
@@ -128,7 +128,7 @@ func (h *harness) moveFluxShard(ctx context.Context, keys []string) (FluxShardMo
 	mv := FluxShardMove{AddedKey: keys[len(keys)-1]}
 	var moved []*kroRef
 	for _, k := range h.kros {
-		if controllers.FluxShardOf(k.object(), keys) == mv.AddedKey {
+		if flux.FluxShardOf(k.object(), keys) == mv.AddedKey {
 			moved = append(moved, k)
 		}
 	}
@@ -231,7 +231,7 @@ func (h *harness) kroReleases(ctx context.Context) (int, error) {
 func (h *harness) reconciledByShard(keys []string) (map[string]int, int, error) {
 	legit := map[string][]string{}
 	for _, k := range h.kros {
-		legit[k.tenant] = []string{controllers.FluxShardOf(k.object(), keys[:len(keys)-1]), controllers.FluxShardOf(k.object(), keys)}
+		legit[k.tenant] = []string{flux.FluxShardOf(k.object(), keys[:len(keys)-1]), flux.FluxShardOf(k.object(), keys)}
 	}
 	pairs := map[string]*testenv.Flux{"": h.e2e.Flux}
 	for i, k := range keys {

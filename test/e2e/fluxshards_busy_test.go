@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
-	"github.com/openmcp-project/service-provider-kro/controllers"
+	"github.com/openmcp-project/service-provider-kro/controllers/flux"
 	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/test/e2e/env"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
@@ -117,14 +117,14 @@ func fluxShardMoveDuringUpgradeSpecs(k fluxShardsKit) {
 		for c := 'c'; c <= 'z' && target == nil; c++ {
 			cand := fmt.Sprintf("shard-%c", c)
 			for _, cp := range cps {
-				if controllers.FluxShardOf(kroOf(cp), append(append([]string{}, keys...), cand)) == cand {
+				if flux.FluxShardOf(kroOf(cp), append(append([]string{}, keys...), cand)) == cand {
 					target, newKey = cp, cand
 					break
 				}
 			}
 		}
 		Expect(target).NotTo(BeNil(), "a key among shard-c…shard-z moves a tenant")
-		oldKey := controllers.FluxShardOf(kroOf(target), keys)
+		oldKey := flux.FluxShardOf(kroOf(target), keys)
 		fmt.Fprintf(GinkgoWriter, "%s moves from %s to %s\n", target.Name, oldKey, newKey)
 		var err error
 		measure("fluxshards: shard "+newKey+" up", func() { k.shards[newKey], err = se.StartFluxShard(suiteCtx, newKey) })
@@ -209,7 +209,7 @@ func fluxShardMoveDuringUpgradeSpecs(k fluxShardsKit) {
 				}
 				for _, cp := range cps {
 					if cp != target {
-						g.Expect(k.shardOf(g, cp)).To(Equal(controllers.FluxShardOf(kroOf(cp), append(append([]string{}, keys...), newKey))), cp.Name)
+						g.Expect(k.shardOf(g, cp)).To(Equal(flux.FluxShardOf(kroOf(cp), append(append([]string{}, keys...), newKey))), cp.Name)
 					}
 				}
 			})

@@ -28,7 +28,6 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
-	"github.com/openmcp-project/service-provider-kro/controllers"
 	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/test/e2e/env"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
@@ -158,7 +157,7 @@ func openmcpWorkloadSpecs(k openmcpKit) {
 			nsObj := &corev1.Namespace{}
 			Expect(wc.Client.Get(suiteCtx, client.ObjectKey{Name: ns}, nsObj)).To(Succeed())
 			Expect(nsObj.Labels).To(HaveKeyWithValue(v1alpha1.LabelManagedBy, v1alpha1.ManagedByValue))
-			for _, name := range []string{om.PullSecretName, controllers.KroCredentialSecretName} {
+			for _, name := range []string{om.PullSecretName, owned.KroCredentialSecretName} {
 				Expect(wc.Client.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: name}, &corev1.Secret{})).To(Succeed())
 			}
 			By(cp.Name + ": kro's AccessRequest is bound to the chart's ClusterRole, and kro's credential is that grant")
@@ -170,7 +169,7 @@ func openmcpWorkloadSpecs(k openmcpKit) {
 			review := &authenticationv1.SelfSubjectReview{}
 			Expect(kroClient.Create(suiteCtx, review)).To(Succeed())
 			Expect(review.Status.UserInfo.Username).To(Equal("system:serviceaccount:" + testenv.AccessNamespace + ":" + sa))
-			Expect(cp.Client.Get(suiteCtx, client.ObjectKey{Namespace: owned.KroNamespace, Name: controllers.KroServiceAccountName}, &corev1.ServiceAccount{})).
+			Expect(cp.Client.Get(suiteCtx, client.ObjectKey{Namespace: owned.KroNamespace, Name: owned.KroServiceAccountName}, &corev1.ServiceAccount{})).
 				To(WithTransform(apierrors.IsNotFound, BeTrue()), "under openmcp the provider mints no token of its own for kro")
 			var bindings rbacv1.ClusterRoleBindingList
 			Expect(cp.Client.List(suiteCtx, &bindings, client.MatchingLabels{v1alpha1.LabelRole: v1alpha1.RoleKroParts})).To(Succeed())
@@ -200,13 +199,13 @@ func openmcpWorkloadSpecs(k openmcpKit) {
 		cp := cps[0]
 		ns := workloadNS(cp)
 		before := &corev1.Secret{}
-		Expect(k.om().Workload.Client.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: controllers.KroCredentialSecretName}, before)).To(Succeed())
+		Expect(k.om().Workload.Client.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: owned.KroCredentialSecretName}, before)).To(Succeed())
 		measure("openmcp: kro's access rotated → credential copied", func() {
 			Expect(k.om().ClusterProvider.RotateAccess(suiteCtx, requestName(cp, "kro"))).To(Succeed())
 			eventually(time.Minute, func(g Gomega) {
 				after := &corev1.Secret{}
-				g.Expect(k.om().Workload.Client.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: controllers.KroCredentialSecretName}, after)).To(Succeed())
-				g.Expect(after.Data[controllers.KroCredentialTokenKey]).NotTo(Equal(before.Data[controllers.KroCredentialTokenKey]))
+				g.Expect(k.om().Workload.Client.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: owned.KroCredentialSecretName}, after)).To(Succeed())
+				g.Expect(after.Data[owned.KroCredentialTokenKey]).NotTo(Equal(before.Data[owned.KroCredentialTokenKey]))
 				g.Expect(after.Annotations[v1alpha1.AnnotationGrantVersion]).NotTo(Equal(before.Annotations[v1alpha1.AnnotationGrantVersion]))
 			})
 		})

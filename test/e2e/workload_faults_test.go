@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
-	"github.com/openmcp-project/service-provider-kro/controllers"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/test/e2e/env"
 )
 
@@ -81,7 +81,7 @@ func workloadFaultSpecs(k workloadKit) {
 
 	It("renews kro's credential in place, and kro goes on with the new one", func() {
 		se, wc, cp := k.env(), k.wc(), k.cps()[0]
-		key := client.ObjectKey{Namespace: k.workloadNS(cp), Name: controllers.KroCredentialSecretName}
+		key := client.ObjectKey{Namespace: k.workloadNS(cp), Name: owned.KroCredentialSecretName}
 		secret := &corev1.Secret{}
 		Expect(wc.Client.Get(suiteCtx, key, secret)).To(Succeed())
 		oldToken := string(secret.Data["token"])

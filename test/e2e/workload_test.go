@@ -25,7 +25,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
-	"github.com/openmcp-project/service-provider-kro/controllers"
 	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/test/e2e/env"
 )
@@ -107,21 +106,21 @@ var _ = Describe("kro on a workload cluster", Ordered, Label("workload"), func()
 			Expect(wc.Client.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: pod.ServiceAccountName}, sa)).To(Succeed())
 			Expect(sa.AutomountServiceAccountToken).To(HaveValue(BeFalse()), "no token for the workload cluster in kro's pod")
 			Expect(pod.Containers[0].Env).To(ContainElement(corev1.EnvVar{Name: "KUBECONFIG", Value: "/etc/kro/controlplane/kubeconfig"}))
-			Expect(pod.Volumes).To(ContainElement(HaveField("Secret.SecretName", controllers.KroCredentialSecretName)))
+			Expect(pod.Volumes).To(ContainElement(HaveField("Secret.SecretName", owned.KroCredentialSecretName)))
 			eventually(time.Minute, func(g Gomega) {
 				d := &appsv1.Deployment{}
 				g.Expect(wc.Client.Get(suiteCtx, client.ObjectKeyFromObject(&deps.Items[0]), d)).To(Succeed())
 				g.Expect(d.Status.AvailableReplicas).To(BeEquivalentTo(1))
 			})
 			By(cp.Name + ": the image pull secret and kro's credential are in " + ns)
-			for _, name := range []string{env.PullSecretName, controllers.KroCredentialSecretName} {
+			for _, name := range []string{env.PullSecretName, owned.KroCredentialSecretName} {
 				Expect(wc.Client.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: name}, &corev1.Secret{})).To(Succeed())
 			}
 			By(cp.Name + ": kro's CRDs and RBAC, and no Deployment, on the ControlPlane")
 			for _, crd := range []string{env.RGDCRD, "graphrevisions.internal.kro.run"} {
 				Expect(cp.Client.Get(suiteCtx, client.ObjectKey{Name: crd}, &apiextensionsv1.CustomResourceDefinition{})).To(Succeed())
 			}
-			Expect(cp.Client.Get(suiteCtx, client.ObjectKey{Namespace: owned.KroNamespace, Name: controllers.KroServiceAccountName}, &corev1.ServiceAccount{})).To(Succeed())
+			Expect(cp.Client.Get(suiteCtx, client.ObjectKey{Namespace: owned.KroNamespace, Name: owned.KroServiceAccountName}, &corev1.ServiceAccount{})).To(Succeed())
 			var roles rbacv1.ClusterRoleList
 			Expect(cp.Client.List(suiteCtx, &roles, client.MatchingLabels{v1alpha1.LabelRole: v1alpha1.RoleKroParts})).To(Succeed())
 			Expect(roles.Items).NotTo(BeEmpty())
@@ -262,7 +261,7 @@ var _ = Describe("kro on a workload cluster", Ordered, Label("workload"), func()
 			err := wc.Client.Get(suiteCtx, client.ObjectKey{Name: workloadNS(cp)}, ns)
 			g.Expect(apierrors.IsNotFound(err) || !ns.DeletionTimestamp.IsZero()).To(BeTrue(), "namespace %s: %v", workloadNS(cp), err)
 		})
-		Expect(apierrors.IsNotFound(cp.Client.Get(suiteCtx, client.ObjectKey{Namespace: owned.KroNamespace, Name: controllers.KroServiceAccountName}, &corev1.ServiceAccount{}))).To(BeFalse(),
+		Expect(apierrors.IsNotFound(cp.Client.Get(suiteCtx, client.ObjectKey{Namespace: owned.KroNamespace, Name: owned.KroServiceAccountName}, &corev1.ServiceAccount{}))).To(BeFalse(),
 			"the chart's own ServiceAccount kro runs as on the ControlPlane")
 		By("the other tenant stayed on the workload cluster throughout")
 		Expect(getKroIn(Default, se, cps[0]).Status.Placement).To(Equal(v1alpha1.PlacementWorkloadCluster))

@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
-	"github.com/openmcp-project/service-provider-kro/controllers"
 	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/controllers/reach"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
@@ -71,7 +70,7 @@ func kroCredential(ctx context.Context, wc client.Client, wcName string, tenant 
 		return nil, nil, err
 	}
 	secret := &corev1.Secret{}
-	if err := wc.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.KroCredentialSecretName}, secret); err != nil {
+	if err := wc.Get(ctx, client.ObjectKey{Namespace: ns, Name: owned.KroCredentialSecretName}, secret); err != nil {
 		return nil, nil, fmt.Errorf("reading kro's credential on workload cluster %s: %w", wcName, err)
 	}
 	files = map[string][]byte{}

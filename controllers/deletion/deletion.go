@@ -1,4 +1,4 @@
-package controllers
+package deletion
 
 import (
 	"context"
@@ -19,63 +19,77 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
+	"github.com/openmcp-project/service-provider-kro/controllers/flux"
 	"github.com/openmcp-project/service-provider-kro/controllers/foreign"
 	"github.com/openmcp-project/service-provider-kro/controllers/guard"
+	"github.com/openmcp-project/service-provider-kro/controllers/handover"
 	"github.com/openmcp-project/service-provider-kro/controllers/owned"
+	"github.com/openmcp-project/service-provider-kro/controllers/placement"
+	"github.com/openmcp-project/service-provider-kro/controllers/pullsecrets"
 	"github.com/openmcp-project/service-provider-kro/controllers/reach"
+	"github.com/openmcp-project/service-provider-kro/controllers/step"
 )
 
-// reconcileDelete removes kro from the ControlPlane and everything the provider created,
+// deletion removes kro and the provider's objects, once nothing holds the deletion up.
+type Remover struct {
+	step.Clients
+	HandOver          *handover.Taker
+	Placement         *placement.Placer
+	Secrets           *pullsecrets.Copier
+	AccessGracePeriod time.Duration
+}
+
+// ReconcileDelete removes kro from the ControlPlane and everything the provider created,
 // in order: wait until no ResourceGraphDefinitions and no instances of the kinds kro
 // generated are left, delete the HelmRelease and wait until Flux has uninstalled kro,
 // delete the OCIRepository and every secret copy, then drop the finalizer. Without a
 // HelmRelease nothing is installed and nothing is guarded. A ControlPlane that is gone
 // for good is not waited for: its HelmRelease is dropped without an uninstall. It never
 // needs the version to be on offer.
-func (r *deletion) reconcileDelete(ctx context.Context, s *scope) (result, error) {
-	s.obs.deleting = true
-	if !controllerutil.ContainsFinalizer(s.kro, v1alpha1.Finalizer) {
-		return finalized, nil
+func (r *Remover) ReconcileDelete(ctx context.Context, s *step.Scope) (step.Result, error) {
+	s.Obs.Deleting = true
+	if !controllerutil.ContainsFinalizer(s.Kro, v1alpha1.Finalizer) {
+		return step.Finalized, nil
 	}
 	hr, err := r.ownRelease(ctx, s)
 	if err == nil {
 		// What the HelmRelease installs is what the clean-up after it removes.
-		err = r.placement.recordReleasePlacement(ctx, s, hr)
+		err = r.Placement.RecordReleasePlacement(ctx, s, hr)
 	}
 	if err == nil {
-		hr, err = r.handOver.earlierReleaseForDeletion(ctx, s, hr)
+		hr, err = r.HandOver.EarlierReleaseForDeletion(ctx, s, hr)
 	}
 	switch {
 	case err != nil:
-		return proceed, err
+		return step.Proceed, err
 	case hr == nil:
 		return r.finishDeletion(ctx, s)
 	case !hr.DeletionTimestamp.IsZero():
-		return waiting, r.uninstalling(ctx, s, hr)
+		return step.Waiting, r.uninstalling(ctx, s, hr)
 	}
 	// The ControlPlane's RGDs and its engagement are watched: the change that unblocks the
 	// deletion brings the Kro back; instances and the grace period are rechecked
 	// (s.requeue). The poll is only the safety net.
-	if res, err := r.guardDeletion(ctx, s, hr); res != proceed || err != nil {
+	if res, err := r.guardDeletion(ctx, s, hr); res != step.Proceed || err != nil {
 		return res, err
 	}
-	if res, err := r.placement.leaveSwitchedWorkloadCluster(ctx, s, hr); res != proceed || err != nil {
+	if res, err := r.Placement.LeaveSwitchedWorkloadCluster(ctx, s, hr); res != step.Proceed || err != nil {
 		return res, err
 	}
-	return waiting, r.deleteRelease(ctx, s, hr)
+	return step.Waiting, r.deleteRelease(ctx, s, hr)
 }
 
 // ownRelease reads the Kro's HelmRelease, uncached: nil when there is none, or when the
 // one of that name is someone else's (not the provider's to guard or delete).
-func (r *deletion) ownRelease(ctx context.Context, s *scope) (*helmv2.HelmRelease, error) {
+func (r *Remover) ownRelease(ctx context.Context, s *step.Scope) (*helmv2.HelmRelease, error) {
 	hr := &helmv2.HelmRelease{}
-	key := client.ObjectKey{Namespace: s.tenantNamespace, Name: owned.FluxObjectName(r.ProviderName)}
+	key := client.ObjectKey{Namespace: s.TenantNamespace, Name: owned.FluxObjectName(r.ProviderName)}
 	switch err := r.PlatformReader.Get(ctx, key, hr); {
 	case apierrors.IsNotFound(err):
 		return nil, nil
 	case err != nil:
 		return nil, fmt.Errorf("reading HelmRelease %s: %w", key, err)
-	case !r.madeFor(s.kro, hr):
+	case !owned.MadeFor(s.Kro, r.ProviderName, hr):
 		return nil, nil
 	}
 	return hr, nil
@@ -83,9 +97,9 @@ func (r *deletion) ownRelease(ctx context.Context, s *scope) (*helmv2.HelmReleas
 
 // deleteRelease deletes the HelmRelease so that Flux uninstalls kro; its disappearance,
 // which is watched, brings the Kro back.
-func (r *deletion) deleteRelease(ctx context.Context, s *scope, hr *helmv2.HelmRelease) error {
-	s.obs.waitingFor = uninstallAwaited(hr)
-	if err := r.handOver.uninstallEarlier(ctx, s, hr); err != nil {
+func (r *Remover) deleteRelease(ctx context.Context, s *step.Scope, hr *helmv2.HelmRelease) error {
+	s.Obs.WaitingFor = flux.UninstallAwaited(hr)
+	if err := r.HandOver.UninstallEarlier(ctx, s, hr); err != nil {
 		return err
 	}
 	if err := r.Platform.Delete(ctx, hr, client.Preconditions{UID: &hr.UID}); client.IgnoreNotFound(err) != nil {
@@ -96,9 +110,9 @@ func (r *deletion) deleteRelease(ctx context.Context, s *scope, hr *helmv2.HelmR
 
 // abandonRelease suspends the HelmRelease of a ControlPlane that is gone for good, so
 // that Flux deletes it without an uninstall it could never do, and says so.
-func (r *deletion) abandonRelease(ctx context.Context, s *scope, hr *helmv2.HelmRelease, why string) error {
+func (r *Remover) abandonRelease(ctx context.Context, s *step.Scope, hr *helmv2.HelmRelease, why string) error {
 	msg := fmt.Sprintf("%s: kro is dropped without uninstalling it; HelmRelease %s/%s is suspended and deleted", why, hr.Namespace, hr.Name)
-	s.obs.notBlocked(v1alpha1.ReasonControlPlaneGone, msg)
+	s.Obs.NotBlocked(v1alpha1.ReasonControlPlaneGone, msg)
 	if hr.Spec.Suspend {
 		return nil
 	}
@@ -107,23 +121,18 @@ func (r *deletion) abandonRelease(ctx context.Context, s *scope, hr *helmv2.Helm
 	if err := r.Platform.Patch(ctx, hr, client.MergeFrom(orig), clusters.FieldOwner); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("suspending HelmRelease %s/%s: %w", hr.Namespace, hr.Name, err)
 	}
-	r.Recorder.Eventf(s.kro, nil, corev1.EventTypeWarning, v1alpha1.ReasonControlPlaneGone, "Delete", "%s", msg)
+	r.Recorder.Eventf(s.Kro, nil, corev1.EventTypeWarning, v1alpha1.ReasonControlPlaneGone, "Delete", "%s", msg)
 	return nil
-}
-
-// uninstallAwaited says what a deletion waits for once the HelmRelease is deleted.
-func uninstallAwaited(hr *helmv2.HelmRelease) string {
-	return fmt.Sprintf("waiting for Flux to uninstall kro from the ControlPlane and remove HelmRelease %s/%s", hr.Namespace, hr.Name)
 }
 
 // uninstalling reports a deletion whose HelmRelease is already being deleted: the
 // uninstall is under way and nothing stops it any more, so nothing is guarded. An RGD
 // created since is named as one that will be orphaned, not as a reason to block. When
 // the ControlPlane turns out to be gone for good meanwhile, the release is abandoned.
-func (r *deletion) uninstalling(ctx context.Context, s *scope, hr *helmv2.HelmRelease) error {
-	s.obs.waitingFor = uninstallAwaited(hr)
+func (r *Remover) uninstalling(ctx context.Context, s *step.Scope, hr *helmv2.HelmRelease) error {
+	s.Obs.WaitingFor = flux.UninstallAwaited(hr)
 	msg := "the uninstall of kro from the ControlPlane is under way; nothing blocks the deletion any more"
-	access, na, err := r.lookUpAccess(ctx, s)
+	access, na, err := step.LookUpAccess(ctx, r.ControlPlanes, s)
 	switch {
 	case err != nil:
 		return err
@@ -131,50 +140,33 @@ func (r *deletion) uninstalling(ctx context.Context, s *scope, hr *helmv2.HelmRe
 		if list, err := access.ResourceGraphDefinitions(ctx); err == nil && len(list) > 0 {
 			names := rgdNames(list)
 			msg = fmt.Sprintf("%s; %d ResourceGraphDefinitions created since it began will be orphaned, as kro no longer runs to manage them: %s; delete them on the ControlPlane",
-				msg, len(names), listNames(names))
+				msg, len(names), step.ListNames(names))
 		}
-		if reason, failed := fluxUninstallError(hr); reason == helmv2.UninstallFailedReason {
-			s.obs.blocked(v1alpha1.ReasonUninstallStuck, fmt.Sprintf("%s: %s; it goes on by itself once Flux succeeds",
-				uninstallBegan(hr), failed))
+		if reason, failed := flux.FluxUninstallError(hr); reason == helmv2.UninstallFailedReason {
+			s.Obs.Blocked(v1alpha1.ReasonUninstallStuck, fmt.Sprintf("%s: %s; it goes on by itself once Flux succeeds",
+				flux.UninstallBegan(hr), failed))
 			return nil
 		}
 	default:
 		if gone, why := r.accessGone(s, na, time.Now()); gone {
 			return r.abandonRelease(ctx, s, hr, why)
 		}
-		if s.obs.accessMissingSince != nil {
+		if s.Obs.AccessMissingSince != nil {
 			return nil // accessGone said what the deletion waits for
 		}
 		// The kubeconfig is there but the ControlPlane does not answer: Flux cannot
 		// finish, and nothing is done until it can.
-		_, failed := fluxUninstallError(hr)
+		_, failed := flux.FluxUninstallError(hr)
 		if failed == "" {
 			failed = "Flux has not reported an error yet"
 		}
-		s.obs.blocked(v1alpha1.ReasonUninstallStuck, fmt.Sprintf(
+		s.Obs.Blocked(v1alpha1.ReasonUninstallStuck, fmt.Sprintf(
 			"%s, but the ControlPlane does not answer (%s); %s; the uninstall goes on when the ControlPlane answers again, or is dropped when it is gone for good",
-			uninstallBegan(hr), na.Message, failed))
+			flux.UninstallBegan(hr), na.Message, failed))
 		return nil
 	}
-	s.obs.notBlocked(v1alpha1.ReasonUninstalling, msg)
+	s.Obs.NotBlocked(v1alpha1.ReasonUninstalling, msg)
 	return nil
-}
-
-// uninstallBegan says when Flux began to uninstall kro: when its HelmRelease was deleted.
-func uninstallBegan(hr *helmv2.HelmRelease) string {
-	return fmt.Sprintf("Flux began uninstalling kro at %s (HelmRelease %s/%s is being deleted)",
-		hr.DeletionTimestamp.UTC().Format(time.RFC3339), hr.Namespace, hr.Name)
-}
-
-// fluxUninstallError is what helm-controller reports about a HelmRelease being deleted
-// whose Ready condition is False: its reason, and "Flux says: <reason>: <message>"; both
-// "" when it reports no failure.
-func fluxUninstallError(hr *helmv2.HelmRelease) (reason, text string) {
-	c := findCondition(hr.Status.Conditions, v1alpha1.ConditionReady)
-	if c == nil || c.Status != metav1.ConditionFalse {
-		return "", ""
-	}
-	return c.Reason, fmt.Sprintf("Flux says: %s: %s", c.Reason, shortenMessage(c.Message))
 }
 
 // finishDeletion runs once no HelmRelease is left: kro was never installed, or Flux has
@@ -183,67 +175,48 @@ func fluxUninstallError(hr *helmv2.HelmRelease) (reason, text string) {
 // AccessRequest, the kubeconfig of a destroyed ControlPlane). What the provider made is
 // removed, the access released, the tenant namespace deleted if the provider created it
 // and it is empty, then the finalizer.
-func (r *deletion) finishDeletion(ctx context.Context, s *scope) (result, error) {
+func (r *Remover) finishDeletion(ctx context.Context, s *step.Scope) (step.Result, error) {
 	access, res, err := r.cleanupAccess(ctx, s)
-	if err != nil || res != proceed {
+	if err != nil || res != step.Proceed {
 		return res, err
 	}
-	s.obs.notBlocked(v1alpha1.ReasonReconcileSuccess,
+	s.Obs.NotBlocked(v1alpha1.ReasonReconcileSuccess,
 		"kro is not installed on the ControlPlane (no HelmRelease is left): nothing blocks the deletion")
 	if err := r.removeLeftovers(ctx, s, access); err != nil {
-		return proceed, err
+		return step.Proceed, err
 	}
-	if res, err := r.placement.removeWorkloadLeftovers(ctx, s, access); res != proceed || err != nil {
+	if res, err := r.Placement.RemoveWorkloadLeftovers(ctx, s, access); res != step.Proceed || err != nil {
 		return res, err
 	}
-	if released, err := r.ControlPlanes.Release(ctx, s.kro); err != nil || !released {
-		s.obs.notBlocked(v1alpha1.ReasonReconcileSuccess, "kro is uninstalled; "+reach.WithdrawalPending(s.tenantNamespace))
-		return waiting, err
+	if released, err := r.ControlPlanes.Release(ctx, s.Kro); err != nil || !released {
+		s.Obs.NotBlocked(v1alpha1.ReasonReconcileSuccess, "kro is uninstalled; "+reach.WithdrawalPending(s.TenantNamespace))
+		return step.Waiting, err
 	}
 	if err := r.removeTenantNamespace(ctx, s); err != nil {
-		return proceed, err
+		return step.Proceed, err
 	}
-	if err := r.removeFinalizer(ctx, s.kro, &s.writes); err != nil {
-		return proceed, err
+	if err := r.removeFinalizer(ctx, s.Kro, &s.Writes); err != nil {
+		return step.Proceed, err
 	}
-	return finalized, nil
+	return step.Finalized, nil
 }
 
 // cleanupAccess returns the ControlPlane's access when it works, to remove the image
 // pull secret copies there too, and nil when it does not: a ControlPlane that cannot be
 // reached does not hold up a deletion that has nothing to uninstall. It waits only while
 // a connection is being made, whose outcome brings the Kro back.
-func (r *deletion) cleanupAccess(ctx context.Context, s *scope) (*reach.ControlPlaneAccess, result, error) {
-	access, na, err := r.lookUpAccess(ctx, s)
+func (r *Remover) cleanupAccess(ctx context.Context, s *step.Scope) (*reach.ControlPlaneAccess, step.Result, error) {
+	access, na, err := step.LookUpAccess(ctx, r.ControlPlanes, s)
 	switch {
 	case err != nil:
-		return nil, proceed, err
+		return nil, step.Proceed, err
 	case access != nil:
-		return access, proceed, nil
+		return access, step.Proceed, nil
 	case na.Connecting:
-		return nil, undecided, nil
+		return nil, step.Undecided, nil
 	default:
-		return nil, proceed, nil
+		return nil, step.Proceed, nil
 	}
-}
-
-// lookUpAccess looks for the ControlPlane's access and reports it in
-// ControlPlaneAccessReady: the access when it works, else why not.
-func (r *deletion) lookUpAccess(ctx context.Context, s *scope) (*reach.ControlPlaneAccess, *reach.NotAvailableError, error) {
-	access, err := r.ControlPlanes.Access(ctx, s.kro)
-	na, notAvailable := reach.AsNotAvailable(err)
-	switch {
-	case err != nil && !notAvailable:
-		return nil, nil, err
-	case notAvailable:
-		s.obs.accessMissing(s.kro, na, time.Now())
-		s.obs.accessNotAvailable(na)
-		return nil, na, nil
-	}
-	s.access = access
-	s.obs.accessMissing(s.kro, nil, time.Now())
-	s.obs.accessReached(s.tenantNamespace, access.Kubeconfig.Name)
-	return access, nil, nil
 }
 
 // accessGone decides, during a deletion, whether a ControlPlane without access counts
@@ -251,15 +224,15 @@ func (r *deletion) lookUpAccess(ctx context.Context, s *scope) (*reach.ControlPl
 // missing for the grace period, counted from the first time it was seen missing (a
 // kubeconfig secret replaced by delete-and-recreate is back long before). While the
 // grace period runs, DeletionBlocked says until when, and the Kro comes back then.
-func (r *deletion) accessGone(s *scope, na *reach.NotAvailableError, now time.Time) (bool, string) {
-	s.obs.accessMissing(s.kro, na, now)
+func (r *Remover) accessGone(s *step.Scope, na *reach.NotAvailableError, now time.Time) (bool, string) {
+	s.Obs.AccessMissing(s.Kro, na, now)
 	switch {
 	case na.Gone:
 		return true, na.Message
 	case !na.Missing:
 		return false, ""
 	}
-	since := s.obs.accessMissingSince.Time
+	since := s.Obs.AccessMissingSince.Time
 	grace := r.gracePeriod()
 	deadline := since.Add(grace)
 	if !now.Before(deadline) {
@@ -268,25 +241,9 @@ func (r *deletion) accessGone(s *scope, na *reach.NotAvailableError, now time.Ti
 	}
 	msg := fmt.Sprintf("the ControlPlane's access has been missing since %s; kro will be dropped without uninstalling at %s unless it comes back (%s)",
 		since.UTC().Format(time.RFC3339), deadline.UTC().Format(time.RFC3339), na.Message)
-	s.obs.blocked(v1alpha1.ReasonControlPlaneAccessMissing, msg)
-	s.requeue(deadline.Sub(now))
+	s.Obs.Blocked(v1alpha1.ReasonControlPlaneAccessMissing, msg)
+	s.Requeue(deadline.Sub(now))
 	return false, ""
-}
-
-// accessMissing records whether the ControlPlane's access is missing (na.Missing), and
-// since when: the time already in the status, or now. Access that exists, even if it
-// does not work, is not missing.
-func (o *observation) accessMissing(kro *v1alpha1.Kro, na *reach.NotAvailableError, now time.Time) {
-	o.accessChecked = true
-	switch {
-	case na == nil || !na.Missing:
-		o.accessMissingSince = nil
-	case kro.Status.AccessMissingSince != nil:
-		o.accessMissingSince = kro.Status.AccessMissingSince.DeepCopy()
-	default:
-		t := metav1.NewTime(now.Truncate(time.Second))
-		o.accessMissingSince = &t
-	}
 }
 
 // How often a deletion blocked by instances of kro's kinds looks again. Instances are not
@@ -300,10 +257,10 @@ const (
 	instanceRecheckMax = time.Minute
 )
 
-// instanceRecheck is the pause before the next look: a tenth of the time the deletion
+// InstanceRecheck is the pause before the next look: a tenth of the time the deletion
 // has been blocked (since blockedSince, zero if not yet), between instanceRecheckMin and
 // instanceRecheckMax.
-func instanceRecheck(blockedSince, now time.Time) time.Duration {
+func InstanceRecheck(blockedSince, now time.Time) time.Duration {
 	if blockedSince.IsZero() {
 		return instanceRecheckMin
 	}
@@ -324,105 +281,98 @@ func deletionBlockedSince(kro *v1alpha1.Kro) time.Time {
 // ResourceGraphDefinitions and no instances of kinds kro generated are left on the
 // ControlPlane. When the ControlPlane is gone for good there is nothing left to protect
 // and Flux could never uninstall: the HelmRelease is abandoned.
-func (r *deletion) guardDeletion(ctx context.Context, s *scope, hr *helmv2.HelmRelease) (result, error) {
-	access, na, err := r.lookUpAccess(ctx, s)
+func (r *Remover) guardDeletion(ctx context.Context, s *step.Scope, hr *helmv2.HelmRelease) (step.Result, error) {
+	access, na, err := step.LookUpAccess(ctx, r.ControlPlanes, s)
 	switch {
 	case err != nil:
-		return proceed, err
+		return step.Proceed, err
 	case access != nil:
 		return r.guardUserResources(ctx, s, access)
 	}
 	if gone, why := r.accessGone(s, na, time.Now()); gone {
-		return proceed, r.abandonRelease(ctx, s, hr, why)
+		return step.Proceed, r.abandonRelease(ctx, s, hr, why)
 	}
 	if na.Missing {
-		return waiting, nil // accessGone said until when
+		return step.Waiting, nil // accessGone said until when
 	}
 	if na.Connecting {
-		return undecided, nil
+		return step.Undecided, nil
 	}
-	s.obs.blocked(na.ConditionReason(), "cannot check the ControlPlane for ResourceGraphDefinitions: "+na.Message)
-	return waiting, nil
+	s.Obs.Blocked(na.ConditionReason(), "cannot check the ControlPlane for ResourceGraphDefinitions: "+na.Message)
+	return step.Waiting, nil
 }
 
 // guardUserResources blocks the deletion while the tenant's RGDs or instances of the
 // kinds kro generated for them exist: uninstalling kro would orphan them, and instances
 // that carry kro's finalizer could never finish deleting.
-func (r *deletion) guardUserResources(ctx context.Context, s *scope, access *reach.ControlPlaneAccess) (result, error) {
+func (r *Remover) guardUserResources(ctx context.Context, s *step.Scope, access *reach.ControlPlaneAccess) (step.Result, error) {
 	list, err := access.ResourceGraphDefinitions(ctx)
 	if errors.Is(err, reach.ErrRGDsUnknown) {
-		s.obs.rgdsKeep = true
-		s.obs.blocked(v1alpha1.ReasonReconciling, "cannot check the ControlPlane for ResourceGraphDefinitions yet: "+err.Error())
-		return waiting, nil
+		s.Obs.RgdsKeep = true
+		s.Obs.Blocked(v1alpha1.ReasonReconciling, "cannot check the ControlPlane for ResourceGraphDefinitions yet: "+err.Error())
+		return step.Waiting, nil
 	}
 	if err != nil {
-		s.obs.waitingFor = "checking the ControlPlane for ResourceGraphDefinitions failed: " + summarize(err)
-		return proceed, err
+		s.Obs.WaitingFor = "checking the ControlPlane for ResourceGraphDefinitions failed: " + step.Summarize(err)
+		return step.Proceed, err
 	}
-	s.obs.rgds = guard.SummarizeRGDs(list)
-	rgdCondition(&s.obs, s.obs.rgds)
+	s.Obs.Rgds = guard.SummarizeRGDs(list)
+	step.RgdCondition(&s.Obs, s.Obs.Rgds)
 	instances, err := access.Instances(ctx)
 	if err != nil {
-		s.obs.waitingFor = "checking the ControlPlane for instances of kro's kinds failed: " + summarize(err)
-		return proceed, err
+		s.Obs.WaitingFor = "checking the ControlPlane for instances of kro's kinds failed: " + step.Summarize(err)
+		return step.Proceed, err
 	}
 	if len(instances) > 0 {
-		s.requeue(instanceRecheck(deletionBlockedSince(s.kro), time.Now()))
+		s.Requeue(InstanceRecheck(deletionBlockedSince(s.Kro), time.Now()))
 	}
 	rgds := rgdNames(list)
 	switch {
 	case len(rgds) > 0 && len(instances) > 0:
-		s.obs.blocked(v1alpha1.ReasonUserResourcesPresent, fmt.Sprintf(
+		s.Obs.Blocked(v1alpha1.ReasonUserResourcesPresent, fmt.Sprintf(
 			"%d ResourceGraphDefinitions still exist on the ControlPlane: %s, and %d instances of their kinds: %s; delete the instances first, while their RGDs exist, then the RGDs, to let kro be removed",
-			len(rgds), listNames(rgds), guard.TotalInstances(instances), guard.ListInstances(instances)))
+			len(rgds), step.ListNames(rgds), guard.TotalInstances(instances), guard.ListInstances(instances)))
 	case len(rgds) > 0:
-		s.obs.blocked(v1alpha1.ReasonUserResourcesPresent, fmt.Sprintf(
-			"%d ResourceGraphDefinitions still exist on the ControlPlane: %s; delete them to let kro be removed", len(rgds), listNames(rgds)))
+		s.Obs.Blocked(v1alpha1.ReasonUserResourcesPresent, fmt.Sprintf(
+			"%d ResourceGraphDefinitions still exist on the ControlPlane: %s; delete them to let kro be removed", len(rgds), step.ListNames(rgds)))
 	case len(instances) > 0:
-		s.obs.blocked(v1alpha1.ReasonInstancesPresent, fmt.Sprintf(
+		s.Obs.Blocked(v1alpha1.ReasonInstancesPresent, fmt.Sprintf(
 			"%d instances of kinds kro generated still exist on the ControlPlane although their ResourceGraphDefinitions are gone: %s; kro cannot finish deleting them without their RGD: recreate the RGD (%s) so that kro can finish them and delete the instances while it exists, then the RGD",
 			guard.TotalInstances(instances), guard.ListInstances(instances), guard.RgdsOfInstances(instances)))
 	default:
-		s.obs.notBlocked(v1alpha1.ReasonReconcileSuccess,
+		s.Obs.NotBlocked(v1alpha1.ReasonReconcileSuccess,
 			"no ResourceGraphDefinitions and no instances of kro's kinds block the deletion")
-		return proceed, nil
+		return step.Proceed, nil
 	}
-	return waiting, nil
+	return step.Waiting, nil
 }
 
 // removeLeftovers deletes the OCIRepository and every secret copy, on the ControlPlane
 // too while it can be reached.
-func (r *deletion) removeLeftovers(ctx context.Context, s *scope, access *reach.ControlPlaneAccess) error {
+func (r *Remover) removeLeftovers(ctx context.Context, s *step.Scope, access *reach.ControlPlaneAccess) error {
 	repo := &sourcev1.OCIRepository{}
-	key := client.ObjectKey{Namespace: s.tenantNamespace, Name: owned.FluxObjectName(r.ProviderName)}
+	key := client.ObjectKey{Namespace: s.TenantNamespace, Name: owned.FluxObjectName(r.ProviderName)}
 	switch err := r.PlatformReader.Get(ctx, key, repo); {
 	case apierrors.IsNotFound(err):
 	case err != nil:
 		return fmt.Errorf("reading OCIRepository %s: %w", key, err)
-	case r.madeFor(s.kro, repo):
+	case owned.MadeFor(s.Kro, r.ProviderName, repo):
 		err := r.Platform.Delete(ctx, repo, client.Preconditions{UID: &repo.UID})
 		if client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("deleting OCIRepository %s: %w", key, err)
 		}
 	}
 	if access != nil {
-		if err := r.secrets.removeImageSecretCopies(ctx, access.Client, s.kro, owned.KroNamespace, nil); err != nil {
+		if err := r.Secrets.RemoveImageSecretCopies(ctx, access.Client, s.Kro, owned.KroNamespace, nil); err != nil {
 			return err
 		}
 	}
-	if s.earlier.found() {
-		if err := r.handOver.removeEarlier(ctx, s); err != nil {
+	if s.Earlier.Found() {
+		if err := r.HandOver.RemoveEarlier(ctx, s); err != nil {
 			return err
 		}
 	}
-	return r.secrets.removeChartSecretCopies(ctx, r.PlatformReader, s.kro, s.tenantNamespace, "")
-}
-
-// madeFor tells whether the provider made obj (a Flux object) for this Kro: it carries
-// the provider's labels of the Kro. An object of the same name without them is someone
-// else's and is never deleted.
-func (r *deletion) madeFor(kro *v1alpha1.Kro, obj client.Object) bool {
-	return owned.As(obj, &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Labels: owned.Labels(kro, r.ProviderName, "")}})
+	return r.Secrets.RemoveChartSecretCopies(ctx, r.PlatformReader, s.Kro, s.TenantNamespace, "")
 }
 
 // rgdNames returns the names of RGDs, in their order.
@@ -439,29 +389,29 @@ func rgdNames(list []krov1alpha1.ResourceGraphDefinition) []string {
 // else made never does) and nothing is left in it but what Kubernetes puts into every
 // namespace and the provider's own objects already being deleted. A namespace that still
 // holds something is kept, and an event names what.
-func (r *deletion) removeTenantNamespace(ctx context.Context, s *scope) error {
+func (r *Remover) removeTenantNamespace(ctx context.Context, s *step.Scope) error {
 	ns := &corev1.Namespace{}
-	if err := r.PlatformReader.Get(ctx, client.ObjectKey{Name: s.tenantNamespace}, ns); err != nil {
+	if err := r.PlatformReader.Get(ctx, client.ObjectKey{Name: s.TenantNamespace}, ns); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if !ns.DeletionTimestamp.IsZero() || !owned.As(ns, newTenantNamespace(s.kro, r.ProviderName, s.tenantNamespace)) {
+	if !ns.DeletionTimestamp.IsZero() || !owned.As(ns, flux.NewTenantNamespace(s.Kro, r.ProviderName, s.TenantNamespace)) {
 		return nil
 	}
-	left, err := r.namespaceContents(ctx, s.tenantNamespace)
+	left, err := r.namespaceContents(ctx, s.TenantNamespace)
 	if err != nil {
 		return err
 	}
 	if len(left) > 0 {
-		r.Recorder.Eventf(s.kro, nil, corev1.EventTypeNormal, v1alpha1.ReasonTerminating, "Delete",
+		r.Recorder.Eventf(s.Kro, nil, corev1.EventTypeNormal, v1alpha1.ReasonTerminating, "Delete",
 			"the tenant namespace %s on the platform cluster, created by the provider, is kept because it is not empty: %s; delete it once nobody needs it",
-			s.tenantNamespace, listNames(left))
+			s.TenantNamespace, step.ListNames(left))
 		return nil
 	}
 	// The preconditions make sure it is still the namespace just checked, labels included;
 	// a conflict fails this round and the next one decides again.
 	err = r.Platform.Delete(ctx, ns, client.Preconditions{UID: &ns.UID, ResourceVersion: &ns.ResourceVersion})
 	if client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("deleting tenant namespace %s: %w", s.tenantNamespace, err)
+		return fmt.Errorf("deleting tenant namespace %s: %w", s.TenantNamespace, err)
 	}
 	return nil
 }
@@ -471,7 +421,7 @@ func (r *deletion) removeTenantNamespace(ctx context.Context, s *scope) error {
 // ServiceAccount default) and the provider's objects that are being deleted. It reads
 // the kinds that end up in a tenant namespace: secrets (the kubeconfig in standalone
 // mode), ConfigMaps, ServiceAccounts and Flux's OCIRepositories and HelmReleases.
-func (r *deletion) namespaceContents(ctx context.Context, namespace string) ([]string, error) {
+func (r *Remover) namespaceContents(ctx context.Context, namespace string) ([]string, error) {
 	kinds := []struct {
 		gvk  schema.GroupVersionKind
 		skip string
@@ -500,11 +450,23 @@ func (r *deletion) namespaceContents(ctx context.Context, namespace string) ([]s
 	return left, nil
 }
 
-func (r *deletion) removeFinalizer(ctx context.Context, kro *v1alpha1.Kro, w *writeTracker) error {
+func (r *Remover) removeFinalizer(ctx context.Context, kro *v1alpha1.Kro, w *step.WriteTracker) error {
 	orig := kro.DeepCopy()
 	if !controllerutil.RemoveFinalizer(kro, v1alpha1.Finalizer) {
 		return nil
 	}
-	w.before(kro)
+	w.Before(kro)
 	return client.IgnoreNotFound(r.Onboarding.Patch(ctx, kro, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})))
 }
+
+func (r *Remover) gracePeriod() time.Duration {
+	if r.AccessGracePeriod > 0 {
+		return r.AccessGracePeriod
+	}
+	return DefaultAccessGracePeriod
+}
+
+// DefaultAccessGracePeriod is the default of KroReconciler.AccessGracePeriod: long
+// enough for a kubeconfig secret to be replaced or relabelled, short enough that a
+// destroyed ControlPlane does not hold its Kro for long.
+const DefaultAccessGracePeriod = 5 * time.Minute

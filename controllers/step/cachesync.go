@@ -1,4 +1,4 @@
-package controllers
+package step
 
 import (
 	"context"
@@ -13,23 +13,23 @@ import (
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 )
 
-// cacheCatchUp bounds how long a reconcile waits for the cache to show its own writes.
-var cacheCatchUp = 5 * time.Second
+// CacheCatchUp bounds how long a reconcile waits for the cache to show its own writes.
+var CacheCatchUp = 5 * time.Second
 
-// writeTracker remembers the resourceVersions of a Kro that a reconcile's writes made
+// WriteTracker remembers the resourceVersions of a Kro that a reconcile's writes made
 // stale: the one it read, and each one it replaced since.
-type writeTracker struct {
+type WriteTracker struct {
 	stale []string
 }
 
-// before is called right before a write to the Kro (metadata or status).
-func (w *writeTracker) before(kro *v1alpha1.Kro) {
+// Before is called right before a write to the Kro (metadata or status).
+func (w *WriteTracker) Before(kro *v1alpha1.Kro) {
 	if rv := kro.ResourceVersion; rv != "" && !slices.Contains(w.stale, rv) {
 		w.stale = append(w.stale, rv)
 	}
 }
 
-// waitForCache waits until the cache no longer holds a version of the Kro that this
+// WaitForCache waits until the cache no longer holds a version of the Kro that this
 // reconcile's writes replaced (or the Kro is gone), at most cacheCatchUp.
 //
 // The next reconcile of a Kro starts only after this one returns, and reads the Kro from
@@ -39,11 +39,11 @@ func (w *writeTracker) before(kro *v1alpha1.Kro) {
 // after a reconcile wrote Ready=False. Status writes do not trigger reconciles, so nothing
 // would correct it before the poll interval. Informers apply events in order, so a
 // version outside the stale ones is this reconcile's last write or newer.
-func waitForCache(ctx context.Context, c client.Reader, key client.ObjectKey, w *writeTracker) {
+func WaitForCache(ctx context.Context, c client.Reader, key client.ObjectKey, w *WriteTracker) {
 	if len(w.stale) == 0 {
 		return
 	}
-	err := utilwait.PollUntilContextTimeout(ctx, 2*time.Millisecond, cacheCatchUp, true, func(ctx context.Context) (bool, error) {
+	err := utilwait.PollUntilContextTimeout(ctx, 2*time.Millisecond, CacheCatchUp, true, func(ctx context.Context) (bool, error) {
 		kro := &v1alpha1.Kro{}
 		if err := c.Get(ctx, key, kro); err != nil {
 			return apierrors.IsNotFound(err), nil
@@ -51,6 +51,6 @@ func waitForCache(ctx context.Context, c client.Reader, key client.ObjectKey, w 
 		return !slices.Contains(w.stale, kro.ResourceVersion), nil
 	})
 	if err != nil && ctx.Err() == nil {
-		log.FromContext(ctx).Info("the cache did not show this reconcile's writes in time", "waited", cacheCatchUp)
+		log.FromContext(ctx).Info("the cache did not show this reconcile's writes in time", "waited", CacheCatchUp)
 	}
 }

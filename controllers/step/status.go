@@ -1,4 +1,4 @@
-package controllers
+package step
 
 import (
 	"fmt"
@@ -15,57 +15,57 @@ import (
 
 // Limits of what the status carries.
 const (
-	maxMessage       = foreign.StatusMessageMax
+	MaxMessage       = foreign.StatusMessageMax
 	maxListedNames   = foreign.StatusNamesMax
 	maxSummarizedErr = 256
 	maxChartVersion  = 128
 )
 
-// observation is what one reconcile learned, in the order of its steps. Conditions
+// Observation is what one reconcile learned, in the order of its steps. Conditions
 // carry type, status, reason and message; everything else is filled in by computeStatus.
-type observation struct {
-	conditions []metav1.Condition
-	// managed is what exists of the provider's objects for the Kro (see inventory).
-	managed []v1alpha1.ManagedResource
-	// chartVersion is the chart version the HelmRelease reports installed ("" when none);
+type Observation struct {
+	Conditions []metav1.Condition
+	// Managed is what exists of the provider's objects for the Kro (see inventory).
+	Managed []v1alpha1.ManagedResource
+	// ChartVersion is the chart version the HelmRelease reports installed ("" when none);
 	// it counts only when chartObserved, otherwise the status keeps the last one seen.
-	chartVersion  string
-	chartObserved bool
-	// rgds summarises the ControlPlane's RGDs when they were read. Without it the
+	ChartVersion  string
+	ChartObserved bool
+	// Rgds summarises the ControlPlane's RGDs when they were read. Without it the
 	// summary is removed, unless rgdsKeep: right after an engagement the RGDs are not
 	// known for a moment, and the summary keeps its figures and their older time.
-	rgds     *v1alpha1.ResourceGraphDefinitionSummary
-	rgdsKeep bool
-	deleting bool
-	// waitingFor says what a deletion waits for.
-	waitingFor string
-	// accessChecked: the reconcile looked for the ControlPlane's access; then
+	Rgds     *v1alpha1.ResourceGraphDefinitionSummary
+	RgdsKeep bool
+	Deleting bool
+	// WaitingFor says what a deletion waits for.
+	WaitingFor string
+	// AccessChecked: the reconcile looked for the ControlPlane's access; then
 	// accessMissingSince is when it was first found missing, or nil when it is there.
-	accessChecked      bool
-	accessMissingSince *metav1.Time
-	// rolloutHealth is kro's health on the ControlPlane, read while a rollout updates the
+	AccessChecked      bool
+	AccessMissingSince *metav1.Time
+	// RolloutHealth is kro's health on the ControlPlane, read while a rollout updates the
 	// Kro (rollout/health.go, kro_rollout.go); nil otherwise.
-	rolloutHealth *v1alpha1.RolloutHealth
-	// placement is where the version places kro, once it is resolved ("" before), or the
+	RolloutHealth *v1alpha1.RolloutHealth
+	// Placement is where the version places kro, once it is resolved ("" before), or the
 	// side kro is leaving during a move: it chooses the conditions reported. The status
 	// field of that name is a record of its own (placement_record.go).
-	placement v1alpha1.Placement
-	// revision is the ControllerRevision of the artifacts this reconcile installs with;
+	Placement v1alpha1.Placement
+	// Revision is the ControllerRevision of the artifacts this reconcile installs with;
 	// it becomes status.revision once the Kro is Ready with it.
-	revision string
+	Revision string
 }
 
-// set records the outcome of a step, replacing an earlier one of the same type.
-func (o *observation) set(condType string, status metav1.ConditionStatus, reason, message string) {
+// Set records the outcome of a step, replacing an earlier one of the same type.
+func (o *Observation) Set(condType string, status metav1.ConditionStatus, reason, message string) {
 	// The reason may be another controller's (Flux's, say): it passes the door too.
-	c := metav1.Condition{Type: condType, Status: status, Reason: foreign.Reason(reason, foreign.ConditionReasonMax), Message: shortenMessage(message)}
-	for i := range o.conditions {
-		if o.conditions[i].Type == condType {
-			o.conditions[i] = c
+	c := metav1.Condition{Type: condType, Status: status, Reason: foreign.Reason(reason, foreign.ConditionReasonMax), Message: ShortenMessage(message)}
+	for i := range o.Conditions {
+		if o.Conditions[i].Type == condType {
+			o.Conditions[i] = c
 			return
 		}
 	}
-	o.conditions = append(o.conditions, c)
+	o.Conditions = append(o.Conditions, c)
 }
 
 // conditionOrder is the order of a Kro's conditions in its status: Ready, then one per
@@ -83,8 +83,8 @@ var conditionOrder = []string{
 	v1alpha1.ConditionDeletionBlocked,
 }
 
-// conditionsOf are the conditions of a Kro with that placement, in order.
-func conditionsOf(p v1alpha1.Placement) []string {
+// ConditionsOf are the conditions of a Kro with that placement, in order.
+func ConditionsOf(p v1alpha1.Placement) []string {
 	if p == v1alpha1.PlacementWorkloadCluster {
 		return conditionOrder
 	}
@@ -104,10 +104,10 @@ func conditionRank(t string) int {
 	return len(conditionOrder)
 }
 
-// computeStatus derives the Kro's status from what a reconcile observed. Conditions
+// ComputeStatus derives the Kro's status from what a reconcile observed. Conditions
 // keep their last transition time while their status stays the same.
-func computeStatus(old v1alpha1.KroStatus, generation int64, obs observation, now metav1.Time) v1alpha1.KroStatus {
-	conds := append([]metav1.Condition{readyCondition(obs)}, obs.conditions...)
+func ComputeStatus(old v1alpha1.KroStatus, generation int64, obs Observation, now metav1.Time) v1alpha1.KroStatus {
+	conds := append([]metav1.Condition{readyCondition(obs)}, obs.Conditions...)
 	conds = append(conds, notChecked(obs, conds)...)
 	sort.SliceStable(conds, func(i, j int) bool {
 		return conditionRank(conds[i].Type) < conditionRank(conds[j].Type)
@@ -123,22 +123,22 @@ func computeStatus(old v1alpha1.KroStatus, generation int64, obs observation, no
 	}
 	phase := v1alpha1.PhaseProgressing
 	switch {
-	case obs.deleting:
+	case obs.Deleting:
 		phase = v1alpha1.PhaseTerminating
 	case conds[0].Status == metav1.ConditionTrue:
 		phase = v1alpha1.PhaseReady
 	}
 	chartVersion := old.ChartVersion
-	if obs.chartObserved && !obs.deleting {
-		chartVersion = foreign.Text(obs.chartVersion, maxChartVersion) // Flux's word
+	if obs.ChartObserved && !obs.Deleting {
+		chartVersion = foreign.Text(obs.ChartVersion, maxChartVersion) // Flux's word
 	}
 	revision := old.Revision
-	if phase == v1alpha1.PhaseReady && obs.revision != "" {
-		revision = obs.revision
+	if phase == v1alpha1.PhaseReady && obs.Revision != "" {
+		revision = obs.Revision
 	}
 	missingSince := old.AccessMissingSince
-	if obs.accessChecked {
-		missingSince = obs.accessMissingSince
+	if obs.AccessChecked {
+		missingSince = obs.AccessMissingSince
 	}
 	return v1alpha1.KroStatus{
 		CommonStatus: v1alpha1.CommonStatus{
@@ -148,20 +148,20 @@ func computeStatus(old v1alpha1.KroStatus, generation int64, obs observation, no
 		},
 		ChartVersion:             chartVersion,
 		Placement:                old.Placement, // a record written ahead (placement_record.go)
-		ManagedResources:         obs.managed,
-		ResourceGraphDefinitions: reportedRGDs(old.ResourceGraphDefinitions, obs, now),
+		ManagedResources:         obs.Managed,
+		ResourceGraphDefinitions: ReportedRGDs(old.ResourceGraphDefinitions, obs, now),
 		AccessMissingSince:       missingSince,
 		Revision:                 revision,
-		RolloutHealth:            obs.rolloutHealth,
+		RolloutHealth:            obs.RolloutHealth,
 	}
 }
 
-// reportedRGDs is the summary to report: the observed one, with the time of the old one
+// ReportedRGDs is the summary to report: the observed one, with the time of the old one
 // when the figures are the same; the old one when it is kept; otherwise none.
-func reportedRGDs(old *v1alpha1.ResourceGraphDefinitionSummary, obs observation, now metav1.Time) *v1alpha1.ResourceGraphDefinitionSummary {
+func ReportedRGDs(old *v1alpha1.ResourceGraphDefinitionSummary, obs Observation, now metav1.Time) *v1alpha1.ResourceGraphDefinitionSummary {
 	switch {
-	case obs.rgds != nil:
-		sum := obs.rgds.DeepCopy()
+	case obs.Rgds != nil:
+		sum := obs.Rgds.DeepCopy()
 		sum.ObservedTime = now
 		if old != nil {
 			sum.ObservedTime = old.ObservedTime
@@ -170,7 +170,7 @@ func reportedRGDs(old *v1alpha1.ResourceGraphDefinitionSummary, obs observation,
 			}
 		}
 		return sum
-	case obs.rgdsKeep:
+	case obs.RgdsKeep:
 		return old
 	}
 	return nil
@@ -178,11 +178,11 @@ func reportedRGDs(old *v1alpha1.ResourceGraphDefinitionSummary, obs observation,
 
 // notChecked returns the conditions whose step did not run, as Unknown with the reason
 // why. DeletionBlocked outside a deletion is False: nothing is being deleted.
-func notChecked(obs observation, have []metav1.Condition) []metav1.Condition {
+func notChecked(obs Observation, have []metav1.Condition) []metav1.Condition {
 	why := "the Kro is being deleted"
-	if !obs.deleting {
+	if !obs.Deleting {
 		why = "an earlier step did not finish"
-		for _, c := range obs.conditions {
+		for _, c := range obs.Conditions {
 			if c.Status != metav1.ConditionTrue && c.Type != v1alpha1.ConditionResourceGraphDefinitionsReady {
 				why = fmt.Sprintf("%s is %s (%s)", c.Type, c.Status, c.Reason)
 				break
@@ -190,12 +190,12 @@ func notChecked(obs observation, have []metav1.Condition) []metav1.Condition {
 		}
 	}
 	var out []metav1.Condition
-	for _, t := range conditionsOf(obs.placement) {
-		if findCondition(have, t) != nil {
+	for _, t := range ConditionsOf(obs.Placement) {
+		if FindCondition(have, t) != nil {
 			continue
 		}
 		c := metav1.Condition{Type: t, Status: metav1.ConditionUnknown, Reason: v1alpha1.ReasonNotChecked, Message: "not checked: " + why}
-		if t == v1alpha1.ConditionDeletionBlocked && !obs.deleting {
+		if t == v1alpha1.ConditionDeletionBlocked && !obs.Deleting {
 			c.Status, c.Reason, c.Message = metav1.ConditionFalse, v1alpha1.ReasonReconcileSuccess, "the Kro is not being deleted"
 		}
 		out = append(out, c)
@@ -205,18 +205,18 @@ func notChecked(obs observation, have []metav1.Condition) []metav1.Condition {
 
 // readyCondition sums up the observed conditions: True only when every step is True and
 // the HelmRelease is Ready; otherwise it repeats the first step that is not True.
-func readyCondition(obs observation) metav1.Condition {
+func readyCondition(obs Observation) metav1.Condition {
 	ready := metav1.Condition{Type: v1alpha1.ConditionReady}
-	if obs.deleting {
+	if obs.Deleting {
 		ready.Status, ready.Reason = metav1.ConditionFalse, v1alpha1.ReasonTerminating
 		ready.Message = "kro is being removed from the ControlPlane"
-		if obs.waitingFor != "" {
-			ready.Message = shortenMessage("deleting: " + obs.waitingFor)
+		if obs.WaitingFor != "" {
+			ready.Message = ShortenMessage("deleting: " + obs.WaitingFor)
 		}
 		return ready
 	}
 	helmReady := false
-	for _, c := range obs.conditions {
+	for _, c := range obs.Conditions {
 		if c.Type == v1alpha1.ConditionDeletionBlocked || c.Type == v1alpha1.ConditionResourceGraphDefinitionsReady || occasional[c.Type] {
 			continue
 		}
@@ -239,7 +239,7 @@ func readyCondition(obs observation) metav1.Condition {
 		return ready
 	}
 	ready.Status, ready.Reason = metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess
-	ready.Message = fmt.Sprintf("kro (chart %s) is installed on the ControlPlane", obs.chartVersion)
+	ready.Message = fmt.Sprintf("kro (chart %s) is installed on the ControlPlane", obs.ChartVersion)
 	return ready
 }
 
@@ -276,19 +276,19 @@ func isWarning(reason string) bool {
 	return errorReasons[reason] || reason == v1alpha1.ReasonAccessDenied || reason == v1alpha1.ReasonOwnershipConflict
 }
 
-// kroEvent is a Kubernetes event to emit on the Kro.
-type kroEvent struct {
+// KroEvent is a Kubernetes event to emit on the Kro.
+type KroEvent struct {
 	Type, Reason, Action, Note string
 }
 
-// transitionEvents returns one event per condition that changed: Ready turning True or
+// TransitionEvents returns one event per condition that changed: Ready turning True or
 // Terminating, DeletionBlocked turning True, and every other condition turning not-True
 // or, while not True, changing its message (another problem). Steps that succeed do not
 // each raise an event.
-func transitionEvents(old, updated []metav1.Condition) []kroEvent {
-	var out []kroEvent
+func TransitionEvents(old, updated []metav1.Condition) []KroEvent {
+	var out []KroEvent
 	for _, c := range updated {
-		prev := findCondition(old, c.Type)
+		prev := FindCondition(old, c.Type)
 		if prev != nil && prev.Status == c.Status && prev.Reason == c.Reason &&
 			(c.Status == metav1.ConditionTrue || prev.Message == c.Message || c.Type == v1alpha1.ConditionReady) ||
 			c.Reason == v1alpha1.ReasonNotChecked {
@@ -297,24 +297,24 @@ func transitionEvents(old, updated []metav1.Condition) []kroEvent {
 		switch {
 		case c.Type == v1alpha1.ConditionReady:
 			if c.Status == metav1.ConditionTrue || c.Reason == v1alpha1.ReasonTerminating {
-				out = append(out, kroEvent{corev1.EventTypeNormal, c.Reason, c.Type, c.Message})
+				out = append(out, KroEvent{corev1.EventTypeNormal, c.Reason, c.Type, c.Message})
 			}
 		case c.Type == v1alpha1.ConditionDeletionBlocked:
 			if c.Status == metav1.ConditionTrue {
-				out = append(out, kroEvent{corev1.EventTypeWarning, c.Reason, c.Type, c.Message})
+				out = append(out, KroEvent{corev1.EventTypeWarning, c.Reason, c.Type, c.Message})
 			}
 		case c.Status != metav1.ConditionTrue:
 			typ := corev1.EventTypeNormal
 			if isWarning(c.Reason) {
 				typ = corev1.EventTypeWarning
 			}
-			out = append(out, kroEvent{typ, c.Reason, c.Type, c.Type + ": " + c.Message})
+			out = append(out, KroEvent{typ, c.Reason, c.Type, c.Type + ": " + c.Message})
 		}
 	}
 	return out
 }
 
-func findCondition(conds []metav1.Condition, t string) *metav1.Condition {
+func FindCondition(conds []metav1.Condition, t string) *metav1.Condition {
 	for i := range conds {
 		if conds[i].Type == t {
 			return &conds[i]
@@ -323,41 +323,41 @@ func findCondition(conds []metav1.Condition, t string) *metav1.Condition {
 	return nil
 }
 
-// fluxReadiness reads a Flux object's Ready condition: Unknown until Flux has looked at
+// FluxReadiness reads a Flux object's Ready condition: Unknown until Flux has looked at
 // the current generation. Ready=True counts once Flux has finished the generation
 // (status.observedGeneration, as kstatus reads it; helm-controller sets the condition
 // before it). A failure or progress counts as soon as the condition is about the current
 // generation: Flux moves status.observedGeneration only when a reconcile succeeds or
 // stalls, so a retried failure would otherwise never show.
-func fluxReadiness(generation, observedGeneration int64, conds []metav1.Condition) (metav1.ConditionStatus, string) {
-	c := findCondition(conds, v1alpha1.ConditionReady)
+func FluxReadiness(generation, observedGeneration int64, conds []metav1.Condition) (metav1.ConditionStatus, string) {
+	c := FindCondition(conds, v1alpha1.ConditionReady)
 	if c != nil {
 		current := c.ObservedGeneration == generation || c.ObservedGeneration == 0 && observedGeneration == generation
 		if current && (c.Status != metav1.ConditionTrue || observedGeneration == generation) {
-			return c.Status, shortenMessage(c.Message)
+			return c.Status, ShortenMessage(c.Message)
 		}
 	}
 	return metav1.ConditionUnknown, "waiting for Flux to reconcile it"
 }
 
-// fluxCondition turns a Flux object's readiness into the Kro's condition of that step.
+// FluxCondition turns a Flux object's readiness into the Kro's condition of that step.
 // A failure carries Flux's own message under failReason.
-func fluxCondition(obs *observation, condType, what string, status metav1.ConditionStatus, message, failReason string) {
+func FluxCondition(obs *Observation, condType, what string, status metav1.ConditionStatus, message, failReason string) {
 	switch status {
 	case metav1.ConditionTrue:
-		obs.set(condType, status, v1alpha1.ReasonReconcileSuccess, what+" is ready")
+		obs.Set(condType, status, v1alpha1.ReasonReconcileSuccess, what+" is ready")
 	case metav1.ConditionFalse:
-		obs.set(condType, status, failReason, what+" is not ready: "+message)
+		obs.Set(condType, status, failReason, what+" is not ready: "+message)
 	default:
-		obs.set(condType, metav1.ConditionUnknown, v1alpha1.ReasonReconciling, what+": "+message)
+		obs.Set(condType, metav1.ConditionUnknown, v1alpha1.ReasonReconciling, what+": "+message)
 	}
 }
 
-// listNames joins at most maxListedNames names and says how many more there are.
-func listNames(names []string) string { return foreign.List(names, maxListedNames) }
+// ListNames joins at most maxListedNames names and says how many more there are.
+func ListNames(names []string) string { return foreign.List(names, maxListedNames) }
 
-// summarize turns an internal error into one short line for a condition or an event.
-func summarize(err error) string { return foreign.Line(err.Error(), maxSummarizedErr) }
+// Summarize turns an internal error into one short line for a condition or an event.
+func Summarize(err error) string { return foreign.Line(err.Error(), maxSummarizedErr) }
 
-// shortenMessage makes s a message of the status's own length (maxMessage).
-func shortenMessage(s string) string { return foreign.Text(s, maxMessage) }
+// ShortenMessage makes s a message of the status's own length (maxMessage).
+func ShortenMessage(s string) string { return foreign.Text(s, MaxMessage) }

@@ -1,4 +1,4 @@
-package controllers
+package placement
 
 import (
 	"bytes"
@@ -23,6 +23,7 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/controllers/owned"
+	"github.com/openmcp-project/service-provider-kro/controllers/step"
 )
 
 // kro's own identity on a ControlPlane when kro runs on a workload cluster
@@ -31,78 +32,65 @@ import (
 // and writes, with a kubeconfig, into a secret in the tenant's namespace on the workload
 // cluster. kro mounts that secret as a volume.
 const (
-	// KroServiceAccountName is kro's ServiceAccount in KroNamespace on the ControlPlane.
-	KroServiceAccountName = "kro"
-	// KroCredentialSecretName is the secret with kro's ControlPlane access in the
-	// tenant's namespace on the workload cluster.
-	KroCredentialSecretName = "kro-controlplane-access"
-	// KroCredentialTokenKey is the data key of the ServiceAccount token in that secret.
-	KroCredentialTokenKey = "token"
-	// KroCredentialCAKey is the data key of the ControlPlane's CA bundle in that secret.
-	KroCredentialCAKey = "ca.crt"
-
 	// minTokenLifetime is the shortest token lifetime API servers grant: a TokenRequest
 	// for less is refused, so shorter lifetimes are raised to it.
 	minTokenLifetime = 10 * time.Minute
 	// minCredentialRequeue keeps a token whose rotation is due at once (clock skew, an
 	// API server that shortened the lifetime) from being minted in a hot loop.
 	minCredentialRequeue = time.Minute
-	// kroKubeconfigName names the one cluster, user and context of kro's kubeconfig.
-	kroKubeconfigName = "controlplane"
+	// KroKubeconfigName names the one cluster, user and context of kro's kubeconfig.
+	KroKubeconfigName = "controlplane"
 )
 
-// kroServiceAccount is where kro's ServiceAccount lives on every ControlPlane.
-var kroServiceAccount = types.NamespacedName{Namespace: owned.KroNamespace, Name: KroServiceAccountName}
-
-// kroEndpoint is how kro reaches a ControlPlane: everything of the provider's own access
+// KroEndpoint is how kro reaches a ControlPlane: everything of the provider's own access
 // but the credential.
-type kroEndpoint struct {
-	server        string
-	tlsServerName string
-	insecure      bool
-	caData        []byte
+type KroEndpoint struct {
+	Server        string
+	TlsServerName string
+	Insecure      bool
+	CaData        []byte
 }
 
-// controlPlaneEndpoint takes server and CA from the provider's access to a ControlPlane.
+// ControlPlaneEndpoint takes server and CA from the provider's access to a ControlPlane.
 // A CA file is read here, since kro runs elsewhere and cannot read the provider's files.
 // An access that trusts the system's roots (no CA, TLS verified) is refused: kro's
 // kubeconfig names ca.crt, and an empty CA file would trust nothing at all.
-func controlPlaneEndpoint(cfg *rest.Config) (kroEndpoint, error) {
+func ControlPlaneEndpoint(cfg *rest.Config) (KroEndpoint, error) {
 	if cfg == nil || cfg.Host == "" {
-		return kroEndpoint{}, errors.New("the provider's access to the ControlPlane names no server")
+		return KroEndpoint{}, errors.New("the provider's access to the ControlPlane names no server")
 	}
 	hostURL, _, err := rest.DefaultServerUrlFor(cfg)
 	if err != nil {
-		return kroEndpoint{}, fmt.Errorf("reading the ControlPlane's server from the provider's access: %w", err)
+		return KroEndpoint{}, fmt.Errorf("reading the ControlPlane's server from the provider's access: %w", err)
 	}
-	ep := kroEndpoint{server: hostURL.String(), tlsServerName: cfg.ServerName, insecure: cfg.Insecure, caData: cfg.CAData}
-	if len(ep.caData) == 0 && cfg.CAFile != "" {
-		if ep.caData, err = os.ReadFile(cfg.CAFile); err != nil {
-			return kroEndpoint{}, fmt.Errorf("reading the ControlPlane's CA bundle: %w", err)
+	ep := KroEndpoint{Server: hostURL.String(), TlsServerName: cfg.ServerName, Insecure: cfg.Insecure, CaData: cfg.CAData}
+	if len(ep.CaData) == 0 && cfg.CAFile != "" {
+		if ep.CaData, err = os.ReadFile(cfg.CAFile); err != nil {
+			return KroEndpoint{}, fmt.Errorf("reading the ControlPlane's CA bundle: %w", err)
 		}
 	}
-	if ep.insecure {
-		ep.caData = nil
-	} else if len(ep.caData) == 0 {
-		return kroEndpoint{}, errors.New("the provider's access to the ControlPlane has no CA bundle, which kro's kubeconfig needs")
+	if ep.Insecure {
+		ep.CaData = nil
+	} else if len(ep.CaData) == 0 {
+		return KroEndpoint{}, errors.New("the provider's access to the ControlPlane has no CA bundle, which kro's kubeconfig needs")
 	}
 	return ep, nil
 }
 
-// kroKubeconfig is kro's kubeconfig for a ControlPlane. It names the token and the CA by
+// KroKubeconfig is kro's kubeconfig for a ControlPlane. It names the token and the CA by
 // paths relative to itself: client-go resolves them against the kubeconfig's folder and
 // re-reads the token file, so a rotated token in the mounted secret reaches kro without a
 // restart. With insecure there is no CA (client-go refuses both).
-func kroKubeconfig(server string, tlsServerName string, insecure bool) []byte {
+func KroKubeconfig(server string, tlsServerName string, insecure bool) []byte {
 	cluster := &clientcmdapi.Cluster{Server: server, TLSServerName: tlsServerName, InsecureSkipTLSVerify: insecure}
 	if !insecure {
-		cluster.CertificateAuthority = KroCredentialCAKey
+		cluster.CertificateAuthority = owned.KroCredentialCAKey
 	}
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters[kroKubeconfigName] = cluster
-	cfg.AuthInfos[kroKubeconfigName] = &clientcmdapi.AuthInfo{TokenFile: KroCredentialTokenKey}
-	cfg.Contexts[kroKubeconfigName] = &clientcmdapi.Context{Cluster: kroKubeconfigName, AuthInfo: kroKubeconfigName}
-	cfg.CurrentContext = kroKubeconfigName
+	cfg.Clusters[KroKubeconfigName] = cluster
+	cfg.AuthInfos[KroKubeconfigName] = &clientcmdapi.AuthInfo{TokenFile: owned.KroCredentialTokenKey}
+	cfg.Contexts[KroKubeconfigName] = &clientcmdapi.Context{Cluster: KroKubeconfigName, AuthInfo: KroKubeconfigName}
+	cfg.CurrentContext = KroKubeconfigName
 	data, err := clientcmd.Write(*cfg)
 	if err != nil {
 		// Encoding a config of plain strings cannot fail; a failure is a bug in client-go.
@@ -111,22 +99,22 @@ func kroKubeconfig(server string, tlsServerName string, insecure bool) []byte {
 	return data
 }
 
-// needsRotation tells whether kro's credential secret must be written anew: when it is
+// NeedsRotation tells whether kro's credential secret must be written anew: when it is
 // missing or lacks a key, when its kubeconfig or CA differ from what would be written now
 // (the ControlPlane moved or changed its CA), or once two thirds of its token's lifetime
 // have passed, which leaves kro a third of it to pick up the next token. Otherwise it
 // returns how long until that point, for the reconciler to come back then.
-func needsRotation(secret *corev1.Secret, kubeconfig, caData []byte, now time.Time) (bool, time.Duration) {
+func NeedsRotation(secret *corev1.Secret, kubeconfig, caData []byte, now time.Time) (bool, time.Duration) {
 	if secret == nil || !secret.DeletionTimestamp.IsZero() {
 		return true, 0
 	}
-	for _, k := range []string{owned.KubeconfigKey, KroCredentialTokenKey, KroCredentialCAKey} {
+	for _, k := range []string{owned.KubeconfigKey, owned.KroCredentialTokenKey, owned.KroCredentialCAKey} {
 		if _, ok := secret.Data[k]; !ok {
 			return true, 0
 		}
 	}
-	if len(secret.Data[KroCredentialTokenKey]) == 0 || !bytes.Equal(secret.Data[owned.KubeconfigKey], kubeconfig) ||
-		!bytes.Equal(secret.Data[KroCredentialCAKey], caData) {
+	if len(secret.Data[owned.KroCredentialTokenKey]) == 0 || !bytes.Equal(secret.Data[owned.KubeconfigKey], kubeconfig) ||
+		!bytes.Equal(secret.Data[owned.KroCredentialCAKey], caData) {
 		return true, 0
 	}
 	issued, expires, ok := tokenTimes(secret)
@@ -159,10 +147,10 @@ func rotationDue(issued, expires time.Time) time.Time {
 	return issued.Add(expires.Sub(issued) / 3 * 2)
 }
 
-// mintKroToken makes sure kro's ServiceAccount (and its namespace) exist on the
+// MintKroToken makes sure kro's ServiceAccount (and its namespace) exist on the
 // ControlPlane and requests a token for it. The ControlPlane's answer is the truth on
 // expiry: API servers raise short lifetimes and may cap long ones.
-func mintKroToken(ctx context.Context, cp client.Client, kro *v1alpha1.Kro, provider string, sa types.NamespacedName, lifetime time.Duration) (token []byte, expires time.Time, err error) {
+func MintKroToken(ctx context.Context, cp client.Client, kro *v1alpha1.Kro, provider string, sa types.NamespacedName, lifetime time.Duration) (token []byte, expires time.Time, err error) {
 	if err := applyKroServiceAccount(ctx, cp, kro, provider, sa); err != nil {
 		return nil, time.Time{}, err
 	}
@@ -198,36 +186,36 @@ func applyKroServiceAccount(ctx context.Context, cp client.Client, kro *v1alpha1
 	return nil
 }
 
-// ensureKroCredential keeps kro's credential secret on the workload cluster current: it
+// EnsureKroCredential keeps kro's credential secret on the workload cluster current: it
 // mints a new token and writes the secret when needsRotation says so, and otherwise
 // writes nothing at all. It returns when to come back and whether it wrote a new token.
 // workload should read uncached (or its cache hold the secret), since a stale read mints
 // a token for nothing. No error it returns holds the token.
-func ensureKroCredential(ctx context.Context, cp client.Client, cpConfig *rest.Config, workload client.Client, kro *v1alpha1.Kro, provider, workloadNamespace string, lifetime time.Duration, now time.Time) (requeueAfter time.Duration, rotated bool, err error) {
-	ep, err := controlPlaneEndpoint(cpConfig)
+func EnsureKroCredential(ctx context.Context, cp client.Client, cpConfig *rest.Config, workload client.Client, kro *v1alpha1.Kro, provider, workloadNamespace string, lifetime time.Duration, now time.Time) (requeueAfter time.Duration, rotated bool, err error) {
+	ep, err := ControlPlaneEndpoint(cpConfig)
 	if err != nil {
 		return 0, false, err
 	}
-	kubeconfig := kroKubeconfig(ep.server, ep.tlsServerName, ep.insecure)
+	kubeconfig := KroKubeconfig(ep.Server, ep.TlsServerName, ep.Insecure)
 	current, err := currentKroCredential(ctx, workload, kro, provider, workloadNamespace)
 	if err != nil {
 		return 0, false, err
 	}
-	if rotate, wait := needsRotation(current, kubeconfig, ep.caData, now); !rotate {
+	if rotate, wait := NeedsRotation(current, kubeconfig, ep.CaData, now); !rotate {
 		return wait, false, nil
 	}
 	if err := owned.EnsureNamespace(ctx, workload, workloadNamespace, owned.Labels(kro, provider, "")); err != nil {
 		return 0, false, fmt.Errorf("on the workload cluster: %w", err)
 	}
-	token, expires, err := mintKroToken(ctx, cp, kro, provider, kroServiceAccount, lifetime)
+	token, expires, err := MintKroToken(ctx, cp, kro, provider, owned.KroServiceAccount, lifetime)
 	if err != nil {
 		return 0, false, err
 	}
 	// The annotations keep seconds only; the requeue is computed from what they say.
 	issued, expires := now.UTC().Truncate(time.Second), expires.UTC().Truncate(time.Second)
-	secret := newKroCredentialSecret(kro, provider, workloadNamespace, kubeconfig, ep.caData, token, issued, expires)
+	secret := NewKroCredentialSecret(kro, provider, workloadNamespace, kubeconfig, ep.CaData, token, issued, expires)
 	if err := owned.Apply(ctx, workload, secret); err != nil {
-		return 0, false, redactToken(fmt.Errorf("writing secret %s/%s on the workload cluster: %w", workloadNamespace, KroCredentialSecretName, err), token)
+		return 0, false, RedactToken(fmt.Errorf("writing secret %s/%s on the workload cluster: %w", workloadNamespace, owned.KroCredentialSecretName, err), token)
 	}
 	return max(rotationDue(issued, expires).Sub(now), minCredentialRequeue), true, nil
 }
@@ -236,12 +224,12 @@ func ensureKroCredential(ctx context.Context, cp client.Client, cpConfig *rest.C
 // of that name the provider did not make for this Kro is an error: it is not overwritten.
 func currentKroCredential(ctx context.Context, workload client.Reader, kro *v1alpha1.Kro, provider, namespace string) (*corev1.Secret, error) {
 	secret := &corev1.Secret{}
-	err := workload.Get(ctx, client.ObjectKey{Namespace: namespace, Name: KroCredentialSecretName}, secret)
+	err := workload.Get(ctx, client.ObjectKey{Namespace: namespace, Name: owned.KroCredentialSecretName}, secret)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading secret %s/%s on the workload cluster: %w", namespace, KroCredentialSecretName, err)
+		return nil, fmt.Errorf("reading secret %s/%s on the workload cluster: %w", namespace, owned.KroCredentialSecretName, err)
 	}
 	want := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Labels: owned.Labels(kro, provider, v1alpha1.RoleKroCredential)}}
 	if !owned.As(secret, want) {
@@ -259,12 +247,12 @@ func (e *credentialConflictError) Error() string { return e.msg }
 
 // reportCredentialConflict reports a credentialConflictError as an ownership conflict of
 // WorkloadClusterReady (a Warning event on the transition) and tells whether err is one.
-func reportCredentialConflict(s *scope, err error) bool {
+func reportCredentialConflict(s *step.Scope, err error) bool {
 	var conflict *credentialConflictError
 	if !errors.As(err, &conflict) {
 		return false
 	}
-	s.obs.ownershipConflict(v1alpha1.ConditionWorkloadClusterReady, conflict.msg)
+	s.Obs.OwnershipConflict(v1alpha1.ConditionWorkloadClusterReady, conflict.msg)
 	return true
 }
 
@@ -284,30 +272,30 @@ func (c liveOnMiss) Get(ctx context.Context, key client.ObjectKey, obj client.Ob
 	return err
 }
 
-// newKroCredentialSecret is kro's credential secret with exactly the fields the provider
+// NewKroCredentialSecret is kro's credential secret with exactly the fields the provider
 // owns. The kubeconfig refers to the other two keys by relative paths (kroKubeconfig).
-func newKroCredentialSecret(kro *v1alpha1.Kro, provider, namespace string, kubeconfig, caData, token []byte, issued, expires time.Time) *corev1.Secret {
+func NewKroCredentialSecret(kro *v1alpha1.Kro, provider, namespace string, kubeconfig, caData, token []byte, issued, expires time.Time) *corev1.Secret {
 	annotations := owned.Annotations(kro)
 	annotations[v1alpha1.AnnotationTokenIssued] = issued.UTC().Format(time.RFC3339)
 	annotations[v1alpha1.AnnotationTokenExpires] = expires.UTC().Format(time.RFC3339)
 	return &corev1.Secret{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:        KroCredentialSecretName,
+			Name:        owned.KroCredentialSecretName,
 			Namespace:   namespace,
 			Labels:      owned.Labels(kro, provider, v1alpha1.RoleKroCredential),
 			Annotations: annotations,
 		},
 		Type: corev1.SecretTypeOpaque,
-		Data: map[string][]byte{owned.KubeconfigKey: kubeconfig, KroCredentialTokenKey: token, KroCredentialCAKey: caData},
+		Data: map[string][]byte{owned.KubeconfigKey: kubeconfig, owned.KroCredentialTokenKey: token, owned.KroCredentialCAKey: caData},
 	}
 }
 
-// redactToken keeps a token out of an error, which may end up in logs, events and status:
+// RedactToken keeps a token out of an error, which may end up in logs, events and status:
 // an API server or a proxy that echoes a request body puts it there, raw or base64
 // encoded. Such an error is replaced by its message with the token cut out, dropping its
 // chain, since any error in it could print the token again.
-func redactToken(err error, token []byte) error {
+func RedactToken(err error, token []byte) error {
 	if err == nil || len(token) == 0 {
 		return err
 	}

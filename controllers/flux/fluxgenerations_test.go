@@ -1,4 +1,4 @@
-package controllers
+package flux
 
 import (
 	"strconv"
@@ -19,13 +19,13 @@ import (
 
 func testRepo(tag string, interval time.Duration) *sourcev1.OCIRepository {
 	kro := &v1alpha1.Kro{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cp"}}
-	return newOCIRepository(kro, providerName, "tenant", &v1alpha1.KroVersion{Version: "v1", ChartVersion: tag}, "", interval)
+	return newOCIRepository(kro, "kro", "tenant", &v1alpha1.KroVersion{Version: "v1", ChartVersion: tag}, "", interval)
 }
 
 func testRelease(values string, interval time.Duration) *helmv2.HelmRelease {
 	kro := &v1alpha1.Kro{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cp"}}
 	v := &v1alpha1.KroVersion{Version: "v1", ChartVersion: "0.9.3", HelmValues: &apiextensionsv1.JSON{Raw: []byte(values)}}
-	return newHelmRelease(kro, providerName, "tenant", v, reach.SecretKey{Name: "access", Key: owned.KubeconfigKey}, interval)
+	return NewHelmRelease(kro, "kro", "tenant", v, reach.SecretKey{Name: "access", Key: owned.KubeconfigKey}, interval)
 }
 
 // orNil is obj as a client.Object, nil when obj is a nil pointer.

@@ -1,4 +1,4 @@
-package controllers
+package step
 
 import (
 	"fmt"
@@ -8,11 +8,11 @@ import (
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 )
 
-// rgdCondition turns the summary into the Kro's condition.
-func rgdCondition(obs *observation, sum *v1alpha1.ResourceGraphDefinitionSummary) {
+// RgdCondition turns the summary into the Kro's condition.
+func RgdCondition(obs *Observation, sum *v1alpha1.ResourceGraphDefinitionSummary) {
 	notReady := sum.Total - sum.Ready
 	if notReady == 0 {
-		obs.set(v1alpha1.ConditionResourceGraphDefinitionsReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess,
+		obs.Set(v1alpha1.ConditionResourceGraphDefinitionsReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess,
 			fmt.Sprintf("%d ResourceGraphDefinitions on the ControlPlane, all Ready", sum.Total))
 		return
 	}
@@ -20,7 +20,7 @@ func rgdCondition(obs *observation, sum *v1alpha1.ResourceGraphDefinitionSummary
 	for _, s := range sum.NotReady {
 		names = append(names, s.Name+" ("+s.Reason+")")
 	}
-	obs.set(v1alpha1.ConditionResourceGraphDefinitionsReady, metav1.ConditionFalse, v1alpha1.ReasonResourceGraphDefinitionsNotReady,
+	obs.Set(v1alpha1.ConditionResourceGraphDefinitionsReady, metav1.ConditionFalse, v1alpha1.ReasonResourceGraphDefinitionsNotReady,
 		fmt.Sprintf("%d of %d ResourceGraphDefinitions on the ControlPlane are not Ready: %s; see status.resourceGraphDefinitions and each RGD's status",
-			notReady, sum.Total, listNames(names)))
+			notReady, sum.Total, ListNames(names)))
 }

@@ -1,4 +1,4 @@
-package controllers
+package placement
 
 import (
 	"context"
@@ -12,8 +12,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/flux"
 	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/controllers/reach"
+	"github.com/openmcp-project/service-provider-kro/controllers/step"
 )
 
 // What a deletion removes of the WorkloadCluster placement once Flux has uninstalled kro:
@@ -23,12 +25,12 @@ import (
 // the CRDs of a chart it uninstalls: they hold the tenants' ResourceGraphDefinitions'
 // kinds, and removing them is the tenant's decision.
 
-// removeWorkloadLeftovers removes what the provider made for kro on the workload cluster
+// RemoveWorkloadLeftovers removes what the provider made for kro on the workload cluster
 // and on the ControlPlane (access, when it works). It returns waiting while the workload
 // cluster is there but cannot be reached, so that nothing is left on it.
-func (r *placement) removeWorkloadLeftovers(ctx context.Context, s *scope, access *reach.ControlPlaneAccess) (result, error) {
-	if s.kro.Status.Placement != v1alpha1.PlacementWorkloadCluster {
-		return proceed, nil
+func (r *Placer) RemoveWorkloadLeftovers(ctx context.Context, s *step.Scope, access *reach.ControlPlaneAccess) (step.Result, error) {
+	if s.Kro.Status.Placement != v1alpha1.PlacementWorkloadCluster {
+		return step.Proceed, nil
 	}
 	return r.leaveWorkloadCluster(ctx, s, access)
 }
@@ -36,13 +38,13 @@ func (r *placement) removeWorkloadLeftovers(ctx context.Context, s *scope, acces
 // leaveWorkloadCluster removes kro's service account and RBAC from the ControlPlane
 // (access, when it works) and the tenant's namespace from the workload cluster: a
 // deletion, or a move to the ControlPlane.
-func (r *placement) leaveWorkloadCluster(ctx context.Context, s *scope, access *reach.ControlPlaneAccess) (result, error) {
+func (r *Placer) leaveWorkloadCluster(ctx context.Context, s *step.Scope, access *reach.ControlPlaneAccess) (step.Result, error) {
 	if err := r.withdrawKroAccess(ctx, s); err != nil {
-		return proceed, err
+		return step.Proceed, err
 	}
 	if access != nil {
 		if err := r.removeKroOnControlPlane(ctx, s, access); err != nil {
-			return proceed, err
+			return step.Proceed, err
 		}
 	}
 	return r.removeWorkloadNamespaceIfReachable(ctx, s)
@@ -52,37 +54,37 @@ func (r *placement) leaveWorkloadCluster(ctx context.Context, s *scope, access *
 // cluster. It waits (undecided) while the connection is made, and (waiting, with the
 // reason in DeletionBlocked) while the workload cluster does not answer; without a
 // kubeconfig for it there is nothing to reach.
-func (r *placement) removeWorkloadNamespaceIfReachable(ctx context.Context, s *scope) (result, error) {
-	w, err := r.ControlPlanes.WorkloadCluster(ctx, s.kro, false)
+func (r *Placer) removeWorkloadNamespaceIfReachable(ctx context.Context, s *step.Scope) (step.Result, error) {
+	w, err := r.ControlPlanes.WorkloadCluster(ctx, s.Kro, false)
 	na, notAvailable := reach.AsNotAvailable(err)
 	switch {
 	case notAvailable && na.Connecting:
-		return undecided, nil
+		return step.Undecided, nil
 	case notAvailable && (na.Missing || na.Gone):
-		return proceed, nil // nothing left to reach
+		return step.Proceed, nil // nothing left to reach
 	case notAvailable:
 		msg := fmt.Sprintf("kro is uninstalled from the workload cluster, but its namespace there cannot be removed yet: %s; this goes on when the workload cluster answers, or when its kubeconfig secret is removed", na.Message)
-		if s.obs.deleting {
-			s.obs.blocked(v1alpha1.ReasonUninstallStuck, msg)
+		if s.Obs.Deleting {
+			s.Obs.Blocked(v1alpha1.ReasonUninstallStuck, msg)
 		} else {
-			s.obs.set(v1alpha1.ConditionHelmReleaseReady, metav1.ConditionFalse, v1alpha1.ReasonMovingPlacement, "moving kro to the ControlPlane: "+msg)
+			s.Obs.Set(v1alpha1.ConditionHelmReleaseReady, metav1.ConditionFalse, v1alpha1.ReasonMovingPlacement, "moving kro to the ControlPlane: "+msg)
 		}
-		return waiting, nil
+		return step.Waiting, nil
 	case err != nil:
-		return proceed, err
+		return step.Proceed, err
 	}
-	return proceed, r.removeWorkloadNamespace(ctx, s, w)
+	return step.Proceed, r.removeWorkloadNamespace(ctx, s, w)
 }
 
 // removeWorkloadNamespace deletes kro's credential and then the tenant's namespace on the
 // workload cluster when the provider made it for this Kro. The credential goes first and
 // by itself, so that its token is not left readable in a namespace whose deletion waits
 // (for a finalizer, or with openmcp's grant of it).
-func (r *placement) removeWorkloadNamespace(ctx context.Context, s *scope, w *reach.WorkloadClusterAccess) error {
-	if err := deleteKroCredential(ctx, w.Cluster.GetAPIReader(), w.Cluster.GetClient(), s.kro, r.ProviderName, w.Namespace); err != nil {
+func (r *Placer) removeWorkloadNamespace(ctx context.Context, s *step.Scope, w *reach.WorkloadClusterAccess) error {
+	if err := deleteKroCredential(ctx, w.Cluster.GetAPIReader(), w.Cluster.GetClient(), s.Kro, r.ProviderName, w.Namespace); err != nil {
 		return err
 	}
-	return removeNamespaceOn(ctx, w.Cluster.GetAPIReader(), w.Cluster.GetClient(), s.kro, r.ProviderName, w.Namespace)
+	return removeNamespaceOn(ctx, w.Cluster.GetAPIReader(), w.Cluster.GetClient(), s.Kro, r.ProviderName, w.Namespace)
 }
 
 // removeNamespaceOn deletes the tenant's namespace on a workload cluster when the
@@ -92,7 +94,7 @@ func removeNamespaceOn(ctx context.Context, reader client.Reader, c client.Clien
 	if err := reader.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if !ns.DeletionTimestamp.IsZero() || !owned.As(ns, &corev1.Namespace{ObjectMeta: newTenantNamespace(kro, provider, name).ObjectMeta}) {
+	if !ns.DeletionTimestamp.IsZero() || !owned.As(ns, &corev1.Namespace{ObjectMeta: flux.NewTenantNamespace(kro, provider, name).ObjectMeta}) {
 		return nil
 	}
 	err := c.Delete(ctx, ns, client.Preconditions{UID: &ns.UID})
@@ -104,12 +106,12 @@ func removeNamespaceOn(ctx context.Context, reader client.Reader, c client.Clien
 
 // removeKroOnControlPlane deletes kro's service account (its tokens stop working first)
 // and the RBAC that the provider put on the ControlPlane for this Kro.
-func (r *placement) removeKroOnControlPlane(ctx context.Context, s *scope, access *reach.ControlPlaneAccess) error {
-	if err := owned.DeleteProviders(ctx, access.Reader, access.Client, kroServiceAccount, &corev1.ServiceAccount{}); err != nil {
-		return fmt.Errorf("deleting ServiceAccount %s on the ControlPlane: %w", kroServiceAccount, err)
+func (r *Placer) removeKroOnControlPlane(ctx context.Context, s *step.Scope, access *reach.ControlPlaneAccess) error {
+	if err := owned.DeleteProviders(ctx, access.Reader, access.Client, owned.KroServiceAccount, &corev1.ServiceAccount{}); err != nil {
+		return fmt.Errorf("deleting ServiceAccount %s on the ControlPlane: %w", owned.KroServiceAccount, err)
 	}
 	for _, list := range []client.ObjectList{&rbacv1.ClusterRoleBindingList{}, &rbacv1.ClusterRoleList{}} {
-		if err := access.Reader.List(ctx, list, r.secrets.copyLabels(s.kro, v1alpha1.RoleKroParts)); err != nil {
+		if err := access.Reader.List(ctx, list, owned.CopyLabels(s.Kro, r.ProviderName, v1alpha1.RoleKroParts)); err != nil {
 			return fmt.Errorf("listing kro's RBAC on the ControlPlane: %w", err)
 		}
 		objs, err := apimeta.ExtractList(list)
@@ -123,7 +125,7 @@ func (r *placement) removeKroOnControlPlane(ctx context.Context, s *scope, acces
 			}
 		}
 	}
-	r.applied.forget(client.ObjectKeyFromObject(s.kro))
+	r.applied.forget(client.ObjectKeyFromObject(s.Kro))
 	return nil
 }
 
@@ -131,14 +133,14 @@ func (r *placement) removeKroOnControlPlane(ctx context.Context, s *scope, acces
 // cluster, when the provider made it for this Kro.
 func deleteKroCredential(ctx context.Context, reader client.Reader, c client.Client, kro *v1alpha1.Kro, provider, namespace string) error {
 	secret := &corev1.Secret{}
-	if err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: KroCredentialSecretName}, secret); err != nil {
+	if err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: owned.KroCredentialSecretName}, secret); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	if !secret.DeletionTimestamp.IsZero() || !owned.As(secret, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Labels: owned.Labels(kro, provider, v1alpha1.RoleKroCredential)}}) {
 		return nil
 	}
 	if err := c.Delete(ctx, secret, client.Preconditions{UID: &secret.UID}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
-		return fmt.Errorf("deleting secret %s/%s on the workload cluster: %w", namespace, KroCredentialSecretName, err)
+		return fmt.Errorf("deleting secret %s/%s on the workload cluster: %w", namespace, owned.KroCredentialSecretName, err)
 	}
 	return nil
 }

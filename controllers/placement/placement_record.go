@@ -1,4 +1,4 @@
-package controllers
+package placement
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/flux"
+	"github.com/openmcp-project/service-provider-kro/controllers/step"
 )
 
 // status.placement is the record of where the provider put kro for a Kro: the side whose
@@ -27,26 +29,26 @@ import (
 // stops in between would otherwise leave objects on a side no record names.
 
 // recordPlacement makes status.placement say p, at once, unless it already does.
-func (r *placement) recordPlacement(ctx context.Context, s *scope, p v1alpha1.Placement) error {
-	if p == "" || s.kro.Status.Placement == p {
+func (r *Placer) recordPlacement(ctx context.Context, s *step.Scope, p v1alpha1.Placement) error {
+	if p == "" || s.Kro.Status.Placement == p {
 		return nil
 	}
-	patched := s.kro.DeepCopy()
+	patched := s.Kro.DeepCopy()
 	base := patched.DeepCopy()
 	patched.Status.Placement = p
-	s.writes.before(patched)
+	s.Writes.Before(patched)
 	if err := r.Onboarding.Status().Patch(ctx, patched, client.MergeFrom(base)); err != nil {
 		return fmt.Errorf("recording placement %s in the Kro's status before kro is placed there: %w", p, err)
 	}
-	s.kro.ResourceVersion = patched.ResourceVersion
-	s.kro.Status.Placement, s.before.Placement = p, p
+	s.Kro.ResourceVersion = patched.ResourceVersion
+	s.Kro.Status.Placement, s.Before.Placement = p, p
 	return nil
 }
 
-// recordReleasePlacement records where the Kro's own HelmRelease installs kro.
-func (r *placement) recordReleasePlacement(ctx context.Context, s *scope, hr *helmv2.HelmRelease) error {
+// RecordReleasePlacement records where the Kro's own HelmRelease installs kro.
+func (r *Placer) RecordReleasePlacement(ctx context.Context, s *step.Scope, hr *helmv2.HelmRelease) error {
 	if hr == nil {
 		return nil
 	}
-	return r.recordPlacement(ctx, s, releasePlacement(hr))
+	return r.recordPlacement(ctx, s, flux.ReleasePlacement(hr))
 }

@@ -1,4 +1,4 @@
-package controllers
+package flux
 
 import (
 	"fmt"
@@ -15,6 +15,7 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/controllers/foreign"
+	"github.com/openmcp-project/service-provider-kro/controllers/step"
 	"github.com/openmcp-project/service-provider-kro/providers/sharding"
 )
 
@@ -34,19 +35,19 @@ import (
 // the HelmRelease first would find the source without an artifact of its own and wait
 // out its dependency requeue (30 s), with the Kro not Ready meanwhile.
 
-// shardMovePrefix starts the reconcile request of a move to key.
-func shardMovePrefix(key string) string { return "shard-move/" + key + "/" }
+// ShardMovePrefix starts the reconcile request of a move to key.
+func ShardMovePrefix(key string) string { return "shard-move/" + key + "/" }
 
-// moveSourceShard asks, in desired, the source's new shard to reconcile it when its
+// MoveSourceShard asks, in desired, the source's new shard to reconcile it when its
 // key changes, and keeps a request made before (so that it is handled even when the
 // new shard comes up later). current is the OCIRepository as it is, or nil.
-func moveSourceShard(desired, current client.Object, key string, now time.Time) {
+func MoveSourceShard(desired, current client.Object, key string, now time.Time) {
 	if current == nil {
 		return
 	}
 	request := current.GetAnnotations()[meta.ReconcileRequestAnnotation]
 	if current.GetLabels()[v1alpha1.LabelFluxShard] != key {
-		request = shardMovePrefix(key) + now.UTC().Format(time.RFC3339Nano)
+		request = ShardMovePrefix(key) + now.UTC().Format(time.RFC3339Nano)
 	}
 	if !strings.HasPrefix(request, "shard-move/") {
 		return // someone else's request: not the provider's to keep
@@ -59,13 +60,13 @@ func moveSourceShard(desired, current client.Object, key string, now time.Time) 
 	desired.SetAnnotations(annotations)
 }
 
-// holdReleaseShard keeps, in desired, the HelmRelease on its current shard until the
+// HoldReleaseShard keeps, in desired, the HelmRelease on its current shard until the
 // source's new shard has handled the move (moveSourceShard) and the current shard's
 // helm-controller has no release operation in flight (releaseBusy). current is the
 // HelmRelease as it is, or nil. It returns what a held move waits for ("" when the
 // HelmRelease moves or stays where it belongs) and, for a wait on helm-controller, when
 // that wait ends at the latest (zero otherwise).
-func holdReleaseShard(desired, current client.Object, repo *sourcev1.OCIRepository, key string, now time.Time) (string, time.Time) {
+func HoldReleaseShard(desired, current client.Object, repo *sourcev1.OCIRepository, key string, now time.Time) (string, time.Time) {
 	if current == nil || repo == nil {
 		return "", time.Time{}
 	}
@@ -75,9 +76,9 @@ func holdReleaseShard(desired, current client.Object, repo *sourcev1.OCIReposito
 	}
 	wait, until := "", time.Time{}
 	if hr, ok := current.(*helmv2.HelmRelease); ok {
-		wait, until = releaseBusy(hr, now)
+		wait, until = ReleaseBusy(hr, now)
 	}
-	if wait == "" && !strings.HasPrefix(repo.Status.LastHandledReconcileAt, shardMovePrefix(key)) {
+	if wait == "" && !strings.HasPrefix(repo.Status.LastHandledReconcileAt, ShardMovePrefix(key)) {
 		wait = "the source's new shard to handle the move of the OCIRepository"
 	}
 	if wait == "" {
@@ -106,9 +107,9 @@ func holdReleaseShard(desired, current client.Object, repo *sourcev1.OCIReposito
 // its test and a remediation), so past shardMoveStaleAfter the move goes on, and the new
 // shard's helm-controller unlocks a release that its dead owner left locked.
 
-// shardMoveStaleAfter is how long a move waits for a release operation, given the
+// ShardMoveStaleAfter is how long a move waits for a release operation, given the
 // HelmRelease's timeout for each action.
-func shardMoveStaleAfter(hr *helmv2.HelmRelease) time.Duration {
+func ShardMoveStaleAfter(hr *helmv2.HelmRelease) time.Duration {
 	timeout := 5 * time.Minute // helm-controller's default
 	if hr.Spec.Timeout != nil && hr.Spec.Timeout.Duration > 0 {
 		timeout = hr.Spec.Timeout.Duration
@@ -116,10 +117,10 @@ func shardMoveStaleAfter(hr *helmv2.HelmRelease) time.Duration {
 	return 3*timeout + time.Minute
 }
 
-// releaseBusy says what release operation helm-controller has in flight for hr ("" for
+// ReleaseBusy says what release operation helm-controller has in flight for hr ("" for
 // none), and until when a move waits for it.
-func releaseBusy(hr *helmv2.HelmRelease, now time.Time) (string, time.Time) {
-	stale := shardMoveStaleAfter(hr)
+func ReleaseBusy(hr *helmv2.HelmRelease, now time.Time) (string, time.Time) {
+	stale := ShardMoveStaleAfter(hr)
 	if c := apimeta.FindStatusCondition(hr.Status.Conditions, meta.ReconcilingCondition); c != nil &&
 		c.Status == metav1.ConditionTrue && c.Reason == meta.ProgressingReason {
 		if until := c.LastTransitionTime.Add(stale); now.Before(until) {
@@ -141,9 +142,9 @@ func releaseBusy(hr *helmv2.HelmRelease, now time.Time) (string, time.Time) {
 // words, anything longer is cut.
 const maxHelmStatus = 32
 
-// shardWaitMessage is the report of a held move, added to the HelmRelease's entry in the
+// ShardWaitMessage is the report of a held move, added to the HelmRelease's entry in the
 // Kro's managedResources.
-func shardWaitMessage(key, wait string) string {
+func ShardWaitMessage(key, wait string) string {
 	to := "the unsharded Flux controllers"
 	if key != "" {
 		to = "Flux shard " + key
@@ -151,9 +152,9 @@ func shardWaitMessage(key, wait string) string {
 	return shardWaitPrefix + to + " waits for " + wait
 }
 
-// withoutShardWait is a HelmRelease's message without the report of a held move, which a
+// WithoutShardWait is a HelmRelease's message without the report of a held move, which a
 // message the Kro's status kept from an earlier reconcile (previousReading) may carry.
-func withoutShardWait(message string) string {
+func WithoutShardWait(message string) string {
 	if !strings.HasPrefix(message, shardWaitPrefix) {
 		return message
 	}
@@ -172,9 +173,9 @@ func FluxShardOf(kro client.Object, shards []string) string {
 	return sharding.Owner(kro.GetNamespace()+"/"+kro.GetName(), shards)
 }
 
-// labelFluxShard puts the shard key on a Flux object; without a key there is no label,
+// LabelFluxShard puts the shard key on a Flux object; without a key there is no label,
 // and server-side apply removes one the provider set before.
-func labelFluxShard(o client.Object, shard string) {
+func LabelFluxShard(o client.Object, shard string) {
 	if shard == "" {
 		return
 	}
@@ -186,9 +187,9 @@ func labelFluxShard(o client.Object, shard string) {
 	o.SetLabels(labels)
 }
 
-// fluxShardCounts counts the Kros on each shard, in the order of the keys; nil without
+// FluxShardCounts counts the Kros on each shard, in the order of the keys; nil without
 // shards.
-func fluxShardCounts(shards []string, kros []v1alpha1.Kro) []v1alpha1.FluxShardStatus {
+func FluxShardCounts(shards []string, kros []v1alpha1.Kro) []v1alpha1.FluxShardStatus {
 	if len(shards) == 0 {
 		return nil
 	}
@@ -205,10 +206,10 @@ func fluxShardCounts(shards []string, kros []v1alpha1.Kro) []v1alpha1.FluxShardS
 
 // reportShardWait adds a held move to the HelmRelease's entry in the Kro's status, and
 // emits a Normal event when the Kro's status did not report it yet.
-func (r *fluxObjects) reportShardWait(s *scope, entry *v1alpha1.ManagedResource, wait string) {
+func (r *Applier) reportShardWait(s *step.Scope, entry *v1alpha1.ManagedResource, wait string) {
 	reported := false
-	if s.before != nil {
-		for _, m := range s.before.ManagedResources {
+	if s.Before != nil {
+		for _, m := range s.Before.ManagedResources {
 			if m.Kind == entry.Kind && m.Cluster == entry.Cluster && strings.Contains(m.Message, wait) {
 				reported = true
 			}
@@ -217,10 +218,10 @@ func (r *fluxObjects) reportShardWait(s *scope, entry *v1alpha1.ManagedResource,
 	if entry.Message == "" {
 		entry.Message = wait
 	} else {
-		entry.Message = shortenMessage(wait + "; " + entry.Message)
+		entry.Message = step.ShortenMessage(wait + "; " + entry.Message)
 	}
 	if !reported {
-		r.Recorder.Eventf(s.kro, nil, corev1.EventTypeNormal, v1alpha1.ReasonFluxShardMoveWaiting, "MoveShard", "HelmRelease %s/%s: %s",
+		r.Recorder.Eventf(s.Kro, nil, corev1.EventTypeNormal, v1alpha1.ReasonFluxShardMoveWaiting, "MoveShard", "HelmRelease %s/%s: %s",
 			entry.Namespace, entry.Name, wait)
 	}
 }

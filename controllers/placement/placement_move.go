@@ -1,4 +1,4 @@
-package controllers
+package placement
 
 import (
 	"context"
@@ -12,8 +12,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/chartparts"
+	"github.com/openmcp-project/service-provider-kro/controllers/flux"
 	"github.com/openmcp-project/service-provider-kro/controllers/owned"
+	"github.com/openmcp-project/service-provider-kro/controllers/pullsecrets"
 	"github.com/openmcp-project/service-provider-kro/controllers/reach"
+	"github.com/openmcp-project/service-provider-kro/controllers/step"
 )
 
 // Moving kro between placements. A version's placement is part of its artifacts, so a
@@ -36,95 +40,89 @@ import (
 // version. A revert during the first half installs kro where it was, once the uninstall
 // is done.
 
-// releasePlacement is where a HelmRelease of the provider installs kro: kro-system on
-// the ControlPlane as release "kro", or a tenant's namespace on a workload cluster.
-func releasePlacement(hr *helmv2.HelmRelease) v1alpha1.Placement {
-	if hr.Spec.ReleaseName == owned.ReleaseName && hr.Spec.TargetNamespace == owned.KroNamespace {
-		return v1alpha1.PlacementControlPlane
-	}
-	return v1alpha1.PlacementWorkloadCluster
+// placement puts kro where its version places it, moves it, and cleans up after it.
+type Placer struct {
+	step.Clients
+	Secrets          *pullsecrets.Copier
+	KroTokenLifetime time.Duration
+	// charts renders kro's chart for the ControlPlanes of Kros on workload clusters, and
+	// applied remembers what was applied there (controlplane_parts.go).
+	charts  chartparts.Cache
+	applied appliedParts
 }
 
-// movePlacement runs the move when the version places kro elsewhere than where it is.
-func (r *placement) movePlacement(ctx context.Context, s *scope) (result, error) {
+// MovePlacement runs the move when the version places kro elsewhere than where it is.
+func (r *Placer) MovePlacement(ctx context.Context, s *step.Scope) (step.Result, error) {
 	hr := &helmv2.HelmRelease{}
-	switch err := r.Platform.Get(ctx, client.ObjectKey{Namespace: s.tenantNamespace, Name: owned.FluxObjectName(r.ProviderName)}, hr); {
+	switch err := r.Platform.Get(ctx, client.ObjectKey{Namespace: s.TenantNamespace, Name: owned.FluxObjectName(r.ProviderName)}, hr); {
 	case apierrors.IsNotFound(err):
 		return r.leaveOldPlacement(ctx, s)
 	case err != nil:
-		return proceed, fmt.Errorf("reading HelmRelease %s/%s: %w", s.tenantNamespace, owned.FluxObjectName(r.ProviderName), err)
-	case !r.deletion.madeFor(s.kro, hr):
-		return proceed, nil // reported as a conflict by the HelmRelease step
+		return step.Proceed, fmt.Errorf("reading HelmRelease %s/%s: %w", s.TenantNamespace, owned.FluxObjectName(r.ProviderName), err)
+	case !owned.MadeFor(s.Kro, r.ProviderName, hr):
+		return step.Proceed, nil // reported as a conflict by the HelmRelease step
 	}
-	s.placedRelease = hr
-	from, to := releasePlacement(hr), v1alpha1.PlacementOf(s.version)
-	if err := r.recordReleasePlacement(ctx, s, hr); err != nil {
-		return proceed, err
+	s.PlacedRelease = hr
+	from, to := flux.ReleasePlacement(hr), v1alpha1.PlacementOf(s.Version)
+	if err := r.RecordReleasePlacement(ctx, s, hr); err != nil {
+		return step.Proceed, err
 	}
 	if from == to {
-		return proceed, nil
+		return step.Proceed, nil
 	}
-	s.obs.placement = from
+	s.Obs.Placement = from
 	if hr.DeletionTimestamp.IsZero() {
 		if err := r.Platform.Delete(ctx, hr, client.Preconditions{UID: &hr.UID}); client.IgnoreNotFound(err) != nil {
-			return proceed, fmt.Errorf("deleting HelmRelease %s/%s to move kro: %w", hr.Namespace, hr.Name, err)
+			return step.Proceed, fmt.Errorf("deleting HelmRelease %s/%s to move kro: %w", hr.Namespace, hr.Name, err)
 		}
-		r.Recorder.Eventf(s.kro, nil, corev1.EventTypeNormal, v1alpha1.ReasonMovingPlacement, "Move",
+		r.Recorder.Eventf(s.Kro, nil, corev1.EventTypeNormal, v1alpha1.ReasonMovingPlacement, "Move",
 			"moving kro from %s to %s: Flux uninstalls it from %s first", placementWhere(from), placementWhere(to), placementWhere(from))
 		hr.DeletionTimestamp = &metav1.Time{Time: time.Now()}
 	}
-	s.obs.set(v1alpha1.ConditionHelmReleaseReady, metav1.ConditionFalse, v1alpha1.ReasonMovingPlacement, fmt.Sprintf(
+	s.Obs.Set(v1alpha1.ConditionHelmReleaseReady, metav1.ConditionFalse, v1alpha1.ReasonMovingPlacement, fmt.Sprintf(
 		"moving kro from %s to %s: Flux is uninstalling kro from %s (HelmRelease %s/%s deleted at %s), so that two kros never reconcile the ControlPlane at once; ResourceGraphDefinitions, their CRDs and instances stay. %s",
-		placementWhere(from), placementWhere(to), placementWhere(from), hr.Namespace, hr.Name, hr.DeletionTimestamp.UTC().Format(time.RFC3339), fluxUninstallNote(hr)))
-	return waiting, nil
-}
-
-// fluxUninstallNote is what Flux reports about the uninstall, if anything.
-func fluxUninstallNote(hr *helmv2.HelmRelease) string {
-	if _, text := fluxUninstallError(hr); text != "" {
-		return text
-	}
-	return "kro is installed on the new side once the uninstall is done"
+		placementWhere(from), placementWhere(to), placementWhere(from), hr.Namespace, hr.Name, hr.DeletionTimestamp.UTC().Format(time.RFC3339), flux.FluxUninstallNote(hr)))
+	return step.Waiting, nil
 }
 
 // leaveOldPlacement removes what the provider made for kro on the side it left, once no
 // HelmRelease is left; status.placement, the record of that side (placement_record.go),
 // names it until then, and the version's placement from then on.
-func (r *placement) leaveOldPlacement(ctx context.Context, s *scope) (result, error) {
-	from, to := s.kro.Status.Placement, v1alpha1.PlacementOf(s.version)
+func (r *Placer) leaveOldPlacement(ctx context.Context, s *step.Scope) (step.Result, error) {
+	from, to := s.Kro.Status.Placement, v1alpha1.PlacementOf(s.Version)
 	res, err := r.leavePlacement(ctx, s, from, to)
-	if res != proceed || err != nil {
+	if res != step.Proceed || err != nil {
 		return res, err
 	}
-	return proceed, r.recordPlacement(ctx, s, to)
+	return step.Proceed, r.recordPlacement(ctx, s, to)
 }
 
 // leavePlacement removes what the provider made for kro on the side from, when kro is
 // to be placed on another side.
-func (r *placement) leavePlacement(ctx context.Context, s *scope, from, to v1alpha1.Placement) (result, error) {
+func (r *Placer) leavePlacement(ctx context.Context, s *step.Scope, from, to v1alpha1.Placement) (step.Result, error) {
 	if from == "" || from == to {
-		return proceed, nil
+		return step.Proceed, nil
 	}
 	switch from {
 	case v1alpha1.PlacementControlPlane:
-		if err := r.secrets.removeImageSecretCopies(ctx, s.access.Client, s.kro, owned.KroNamespace, nil); err != nil {
-			return proceed, err
+		if err := r.Secrets.RemoveImageSecretCopies(ctx, s.Access.Client, s.Kro, owned.KroNamespace, nil); err != nil {
+			return step.Proceed, err
 		}
-		return proceed, nil
+		return step.Proceed, nil
 	default:
-		res, err := r.leaveWorkloadCluster(ctx, s, s.access)
-		if res != proceed || err != nil {
-			s.obs.placement = from
+		res, err := r.leaveWorkloadCluster(ctx, s, s.Access)
+		if res != step.Proceed || err != nil {
+			s.Obs.Placement = from
 			return res, err
 		}
-		if released, err := r.ControlPlanes.ReleaseWorkloadCluster(ctx, client.ObjectKeyFromObject(s.kro)); err != nil || !released {
-			s.obs.placement = from
-			s.obs.set(v1alpha1.ConditionHelmReleaseReady, metav1.ConditionFalse, v1alpha1.ReasonMovingPlacement, fmt.Sprintf(
+		if released, err := r.ControlPlanes.ReleaseWorkloadCluster(ctx, client.ObjectKeyFromObject(s.Kro)); err != nil || !released {
+			s.Obs.Placement = from
+			s.Obs.Set(v1alpha1.ConditionHelmReleaseReady, metav1.ConditionFalse, v1alpha1.ReasonMovingPlacement, fmt.Sprintf(
 				"moving kro from %s to %s: kro is uninstalled from %s; %s",
-				placementWhere(from), placementWhere(to), placementWhere(from), reach.WithdrawalPending(s.tenantNamespace)))
-			return waiting, err
+				placementWhere(from), placementWhere(to), placementWhere(from), reach.WithdrawalPending(s.TenantNamespace)))
+			return step.Waiting, err
 		}
-		return proceed, nil
+		return step.Proceed, nil
 	}
 }
 

@@ -1,4 +1,4 @@
-package controllers
+package placement
 
 import (
 	"context"
@@ -19,7 +19,9 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/controllers/chartparts"
+	"github.com/openmcp-project/service-provider-kro/controllers/handover"
 	"github.com/openmcp-project/service-provider-kro/controllers/owned"
+	"github.com/openmcp-project/service-provider-kro/controllers/step"
 	"github.com/openmcp-project/service-provider-kro/controllers/versions"
 )
 
@@ -81,62 +83,62 @@ func (a *appliedParts) forget(kro types.NamespacedName) {
 // artifactClient fetches source-controller's artifacts.
 var artifactClient = &http.Client{Timeout: time.Minute}
 
-// reconcileControlPlaneParts applies kro's CRDs, RBAC and service account to the
+// ReconcileControlPlaneParts applies kro's CRDs, RBAC and service account to the
 // ControlPlane of a Kro placed on a workload cluster, from the chart of its
 // OCIRepository, and keeps what the chart offers (s.chartExtras) for the HelmRelease.
-func (r *placement) reconcileControlPlaneParts(ctx context.Context, s *scope) (result, error) {
-	if s.workload == nil {
-		return proceed, nil
+func (r *Placer) ReconcileControlPlaneParts(ctx context.Context, s *step.Scope) (step.Result, error) {
+	if s.Workload == nil {
+		return step.Proceed, nil
 	}
-	artifact := s.repo.Status.Artifact
-	if artifact == nil || artifact.URL == "" || !strings.HasPrefix(artifact.Revision, s.version.ChartVersion+"@") {
-		s.obs.set(v1alpha1.ConditionWorkloadClusterReady, metav1.ConditionFalse, v1alpha1.ReasonReconciling,
-			fmt.Sprintf("waiting for source-controller to fetch chart %s:%s: kro's CRDs and RBAC for the ControlPlane come from it", versions.ChartURL(s.version), s.version.ChartVersion))
-		return waiting, nil
+	artifact := s.Repo.Status.Artifact
+	if artifact == nil || artifact.URL == "" || !strings.HasPrefix(artifact.Revision, s.Version.ChartVersion+"@") {
+		s.Obs.Set(v1alpha1.ConditionWorkloadClusterReady, metav1.ConditionFalse, v1alpha1.ReasonReconciling,
+			fmt.Sprintf("waiting for source-controller to fetch chart %s:%s: kro's CRDs and RBAC for the ControlPlane come from it", versions.ChartURL(s.Version), s.Version.ChartVersion))
+		return step.Waiting, nil
 	}
-	values, err := versions.VersionValues(s.version)
+	values, err := versions.VersionValues(s.Version)
 	if err != nil {
-		return proceed, err
+		return step.Proceed, err
 	}
-	key := client.ObjectKeyFromObject(s.kro)
+	key := client.ObjectKeyFromObject(s.Kro)
 	hash := partsHash(artifact.Digest, values)
 	now := time.Now()
 	due, extras := r.applied.due(key, hash, now)
 	if !due {
-		s.chartExtras = extras
-		return proceed, nil
+		s.ChartExtras = extras
+		return step.Proceed, nil
 	}
 	parts, err := r.charts.Get(ctx, artifactClient, artifact.URL, artifact.Digest, chartparts.Options{
-		ReleaseName: owned.ReleaseName, Namespace: owned.KroNamespace, Values: values, ServiceAccount: kroServiceAccount,
+		ReleaseName: owned.ReleaseName, Namespace: owned.KroNamespace, Values: values, ServiceAccount: owned.KroServiceAccount,
 	})
 	if err != nil {
-		return proceed, fmt.Errorf("reading kro's CRDs and RBAC from chart %s:%s: %w", versions.ChartURL(s.version), s.version.ChartVersion, err)
+		return step.Proceed, fmt.Errorf("reading kro's CRDs and RBAC from chart %s:%s: %w", versions.ChartURL(s.Version), s.Version.ChartVersion, err)
 	}
-	s.chartExtras = parts.OffersDeploymentExtras()
-	if what, err := helmOwnedOnControlPlane(ctx, s.access.Reader, parts.Objects()); err != nil {
-		return proceed, err
+	s.ChartExtras = parts.OffersDeploymentExtras()
+	if what, err := handover.HelmOwnedOnControlPlane(ctx, s.Access.Reader, parts.Objects()); err != nil {
+		return step.Proceed, err
 	} else if what != "" {
-		s.obs.ownershipConflict(v1alpha1.ConditionWorkloadClusterReady, fmt.Sprintf(
+		s.Obs.OwnershipConflict(v1alpha1.ConditionWorkloadClusterReady, fmt.Sprintf(
 			"%s is on the ControlPlane: a kro installed there by Helm, which the provider neither labels nor deletes; uninstall that release (or delete the object if nobody needs it) so that kro can run on the workload cluster alone", what))
-		s.requeue(helmConflictRecheck) // kro's objects on the ControlPlane are not watched
-		return waiting, nil
+		s.Requeue(handover.HelmConflictRecheck) // kro's objects on the ControlPlane are not watched
+		return step.Waiting, nil
 	}
 	if err := r.applyParts(ctx, s, parts); err != nil {
-		return proceed, err
+		return step.Proceed, err
 	}
 	if err := r.requestKroAccess(ctx, s, parts); err != nil {
-		return proceed, err
+		return step.Proceed, err
 	}
-	r.applied.done(key, appliedPartsRecord{hash: hash, at: now, extras: s.chartExtras})
-	return proceed, nil
+	r.applied.done(key, appliedPartsRecord{hash: hash, at: now, extras: s.ChartExtras})
+	return step.Proceed, nil
 }
 
 // applyParts writes kro's CRDs and RBAC onto the ControlPlane; kro's service account,
 // which the RBAC binds, comes with its credential (kro_credential.go). Where openmcp
 // grants kro its access, openmcp binds kro's ClusterRoles, so the chart's bindings are
 // left out (requestKroAccess).
-func (r *placement) applyParts(ctx context.Context, s *scope, parts *chartparts.Parts) error {
-	c := s.access.Client
+func (r *Placer) applyParts(ctx context.Context, s *step.Scope, parts *chartparts.Parts) error {
+	c := s.Access.Client
 	granted := r.ControlPlanes.KroAccess() != nil
 	for _, o := range parts.Objects() { // the Kro's own copy (chartparts.Cache.Get)
 		if _, binding := o.(*rbacv1.ClusterRoleBinding); binding && granted {
@@ -149,7 +151,7 @@ func (r *placement) applyParts(ctx context.Context, s *scope, parts *chartparts.
 			if labels == nil {
 				labels = map[string]string{}
 			}
-			for k, v := range owned.Labels(s.kro, r.ProviderName, v1alpha1.RoleKroParts) {
+			for k, v := range owned.Labels(s.Kro, r.ProviderName, v1alpha1.RoleKroParts) {
 				labels[k] = v
 			}
 			o.SetLabels(labels)
@@ -166,15 +168,15 @@ func (r *placement) applyParts(ctx context.Context, s *scope, parts *chartparts.
 // requestKroAccess asks openmcp for kro's own access to the ControlPlane, bound to the
 // ClusterRoles the chart binds to kro, where openmcp grants it. kro's lease lives in
 // kro-system on the ControlPlane, which is made when missing, as Flux would make it.
-func (r *placement) requestKroAccess(ctx context.Context, s *scope, parts *chartparts.Parts) error {
+func (r *Placer) requestKroAccess(ctx context.Context, s *step.Scope, parts *chartparts.Parts) error {
 	access := r.ControlPlanes.KroAccess()
 	if access == nil {
 		return nil
 	}
-	if err := owned.EnsureNamespace(ctx, s.access.Client, owned.KroNamespace, nil); err != nil {
+	if err := owned.EnsureNamespace(ctx, s.Access.Client, owned.KroNamespace, nil); err != nil {
 		return fmt.Errorf("on the ControlPlane: %w", err)
 	}
-	return access.Request(ctx, client.ObjectKeyFromObject(s.kro), parts.BoundClusterRoles())
+	return access.Request(ctx, client.ObjectKeyFromObject(s.Kro), parts.BoundClusterRoles())
 }
 
 func partsHash(digest string, values map[string]any) string {

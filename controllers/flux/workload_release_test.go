@@ -1,4 +1,4 @@
-package controllers
+package flux
 
 import (
 	"encoding/json"
@@ -24,7 +24,7 @@ func workloadTestRelease(g Gomega, values string, extras bool) (*helmv2.HelmRele
 	if values != "" {
 		v.HelmValues = &apiextensionsv1.JSON{Raw: []byte(values)}
 	}
-	hr := newHelmRelease(kro, "kro", "mcp--tenant", v, reach.SecretKey{Name: "cp-kubeconfig", Key: owned.KubeconfigKey}, 0)
+	hr := NewHelmRelease(kro, "kro", "mcp--tenant", v, reach.SecretKey{Name: "cp-kubeconfig", Key: owned.KubeconfigKey}, 0)
 	ns, err := reach.WorkloadNamespace(types.NamespacedName{Namespace: "project-a", Name: "cp-1"})
 	g.Expect(err).NotTo(HaveOccurred())
 	w := &reach.WorkloadClusterAccess{Kubeconfig: reach.SecretKey{Name: "workload", Key: owned.KubeconfigKey}, Namespace: ns}
@@ -76,7 +76,7 @@ func TestWorkloadValuesKeepThePlatformTeamsValues(t *testing.T) {
 		map[string]any{"name": "HTTPS_PROXY", "value": "http://proxy"},
 		map[string]any{"name": "KUBECONFIG", "value": kroAccessMountPath + "/kubeconfig"},
 	), "the platform team's entries stay, a KUBECONFIG of theirs is replaced")
-	g.Expect(dep["extraVolumes"]).To(ConsistOf(map[string]any{"name": kroAccessVolume, "secret": map[string]any{"secretName": KroCredentialSecretName}}))
+	g.Expect(dep["extraVolumes"]).To(ConsistOf(map[string]any{"name": kroAccessVolume, "secret": map[string]any{"secretName": owned.KroCredentialSecretName}}))
 	g.Expect(dep["extraVolumeMounts"]).To(ConsistOf(map[string]any{"name": kroAccessVolume, "mountPath": kroAccessMountPath, "readOnly": true}))
 	cfg := v["config"].(map[string]any)
 	g.Expect(cfg["logLevel"]).To(Equal("debug"))
@@ -100,7 +100,7 @@ func TestWorkloadReleaseWithoutChartValuesPatchesTheDeployment(t *testing.T) {
 	spec := d.Spec.Template.Spec
 	g.Expect(spec.AutomountServiceAccountToken).To(HaveValue(BeFalse()))
 	g.Expect(spec.Volumes).To(HaveLen(1))
-	g.Expect(spec.Volumes[0].Secret.SecretName).To(Equal(KroCredentialSecretName))
+	g.Expect(spec.Volumes[0].Secret.SecretName).To(Equal(owned.KroCredentialSecretName))
 	g.Expect(spec.Containers).To(HaveLen(1))
 	g.Expect(spec.Containers[0].Name).To(Equal(kroContainer))
 	g.Expect(spec.Containers[0].Env[0].Value).To(Equal(kroAccessMountPath + "/kubeconfig"))

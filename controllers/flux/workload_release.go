@@ -1,4 +1,4 @@
-package controllers
+package flux
 
 import (
 	"encoding/json"
@@ -84,7 +84,7 @@ spec:
       volumes:
       - name: ` + kroAccessVolume + `
         secret:
-          secretName: ` + KroCredentialSecretName + `
+          secretName: ` + owned.KroCredentialSecretName + `
       containers:
       - name: ` + kroContainer + `
         env:
@@ -107,7 +107,7 @@ func workloadValues(values *apiextensionsv1.JSON, chartHasExtras bool) (*apiexte
 	set(v, owned.KroNamespace, "config", "leaderElectionNamespace")
 	if chartHasExtras {
 		appendTo(v, map[string]any{"name": "KUBECONFIG", "value": kroAccessMountPath + "/" + owned.KubeconfigKey}, "deployment", "extraEnv")
-		appendTo(v, map[string]any{"name": kroAccessVolume, "secret": map[string]any{"secretName": KroCredentialSecretName}}, "deployment", "extraVolumes")
+		appendTo(v, map[string]any{"name": kroAccessVolume, "secret": map[string]any{"secretName": owned.KroCredentialSecretName}}, "deployment", "extraVolumes")
 		appendTo(v, map[string]any{"name": kroAccessVolume, "mountPath": kroAccessMountPath, "readOnly": true}, "deployment", "extraVolumeMounts")
 	}
 	raw, err := json.Marshal(v)

@@ -1,4 +1,4 @@
-package controllers
+package handover
 
 import (
 	"context"
@@ -14,7 +14,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/flux"
 	"github.com/openmcp-project/service-provider-kro/controllers/owned"
+	"github.com/openmcp-project/service-provider-kro/controllers/step"
 )
 
 // The hand-over when the provider's release cannot take the earlier one's place in Helm's
@@ -38,46 +40,46 @@ import (
 // uninstallEarlierFirst has the earlier provider's HelmRelease uninstall kro from the
 // ControlPlane and waits until it is gone. A release already being deleted is resumed if
 // it is suspended, as helm-controller would otherwise let it go without the uninstall.
-func (r *handOver) uninstallEarlierFirst(ctx context.Context, s *scope) (result, error) {
-	hr := s.earlier.release
+func (r *Taker) uninstallEarlierFirst(ctx context.Context, s *step.Scope) (step.Result, error) {
+	hr := s.Earlier.Release
 	if hr.DeletionTimestamp.IsZero() {
 		if meta.IsStatusConditionTrue(hr.Status.Conditions, fluxmeta.ReconcilingCondition) {
-			s.obs.set(v1alpha1.ConditionHelmReleaseReady, metav1.ConditionUnknown, v1alpha1.ReasonReconciling, fmt.Sprintf(
+			s.Obs.Set(v1alpha1.ConditionHelmReleaseReady, metav1.ConditionUnknown, v1alpha1.ReasonReconciling, fmt.Sprintf(
 				"waiting for Flux to finish its work on the earlier provider's HelmRelease %s/%s before deleting it to uninstall kro from the ControlPlane", hr.Namespace, hr.Name))
-			s.requeue(handOverRecheck)
-			return waiting, nil
+			s.Requeue(handOverRecheck)
+			return step.Waiting, nil
 		}
-		if err := r.uninstallEarlier(ctx, s, hr); err != nil {
-			return proceed, err
+		if err := r.UninstallEarlier(ctx, s, hr); err != nil {
+			return step.Proceed, err
 		}
 		uid, rv := hr.UID, hr.ResourceVersion
 		switch err := r.Platform.Delete(ctx, hr, client.Preconditions{UID: &uid, ResourceVersion: &rv}); {
 		case apierrors.IsConflict(err):
-			s.requeue(handOverRecheck) // changed since it was read: decide again
-			return waiting, nil
+			s.Requeue(handOverRecheck) // changed since it was read: decide again
+			return step.Waiting, nil
 		case client.IgnoreNotFound(err) != nil:
-			return proceed, fmt.Errorf("deleting the earlier provider's HelmRelease %s/%s to uninstall kro from the ControlPlane: %w", hr.Namespace, hr.Name, err)
+			return step.Proceed, fmt.Errorf("deleting the earlier provider's HelmRelease %s/%s to uninstall kro from the ControlPlane: %w", hr.Namespace, hr.Name, err)
 		}
-		r.Recorder.Eventf(s.kro, nil, corev1.EventTypeNormal, v1alpha1.ReasonHandingOver, "HandOver",
+		r.Recorder.Eventf(s.Kro, nil, corev1.EventTypeNormal, v1alpha1.ReasonHandingOver, "HandOver",
 			"resumed and deleted the earlier provider's HelmRelease %s/%s, so that Flux uninstalls kro from %s on the ControlPlane before kro starts on the workload cluster",
 			hr.Namespace, hr.Name, owned.KroNamespace)
 		hr.DeletionTimestamp = &metav1.Time{Time: time.Now()}
 	} else if err := r.setSuspend(ctx, hr, false); err != nil {
-		return proceed, err
+		return step.Proceed, err
 	}
 	msg := fmt.Sprintf("kro moves from the earlier provider's installation in %s on the ControlPlane to the workload cluster: Flux is uninstalling it through the earlier HelmRelease %s/%s (deleted at %s), so that two kros never reconcile the ControlPlane at once; ResourceGraphDefinitions, their CRDs and instances stay. %s",
-		owned.KroNamespace, hr.Namespace, hr.Name, hr.DeletionTimestamp.UTC().Format(time.RFC3339), fluxUninstallNote(hr))
-	s.obs.set(v1alpha1.ConditionHelmReleaseReady, metav1.ConditionFalse, v1alpha1.ReasonMovingPlacement, msg)
-	s.obs.set(v1alpha1.ConditionHandOver, metav1.ConditionTrue, v1alpha1.ReasonHandingOver, msg)
-	return waiting, nil
+		owned.KroNamespace, hr.Namespace, hr.Name, hr.DeletionTimestamp.UTC().Format(time.RFC3339), flux.FluxUninstallNote(hr))
+	s.Obs.Set(v1alpha1.ConditionHelmReleaseReady, metav1.ConditionFalse, v1alpha1.ReasonMovingPlacement, msg)
+	s.Obs.Set(v1alpha1.ConditionHandOver, metav1.ConditionTrue, v1alpha1.ReasonHandingOver, msg)
+	return step.Waiting, nil
 }
 
 // earlierUninstallsFirst tells whether the earlier provider's release must be uninstalled
 // before the provider's own is applied: for a version on a workload cluster, and while an
 // uninstall of it is under way (resumed and deleted), whatever the version.
-func earlierUninstallsFirst(s *scope) bool {
-	hr := s.earlier.release
-	return v1alpha1.PlacementOf(s.version) == v1alpha1.PlacementWorkloadCluster ||
+func earlierUninstallsFirst(s *step.Scope) bool {
+	hr := s.Earlier.Release
+	return v1alpha1.PlacementOf(s.Version) == v1alpha1.PlacementWorkloadCluster ||
 		!hr.DeletionTimestamp.IsZero() && !hr.Spec.Suspend
 }
 
@@ -86,31 +88,31 @@ func earlierUninstallsFirst(s *scope) bool {
 // targets that release and has written a revision of it (helm-controller uninstalls only
 // a release in its history, from the storage namespace it recorded).
 func takesOverRelease(own *helmv2.HelmRelease) bool {
-	return releasePlacement(own) == v1alpha1.PlacementControlPlane &&
+	return flux.ReleasePlacement(own) == v1alpha1.PlacementControlPlane &&
 		own.Status.StorageNamespace != "" && own.Status.History.Latest() != nil
 }
 
 // Helm's marks on the objects of a release it installed.
 const (
-	helmReleaseNameAnnotation = "meta.helm.sh/release-name"
-	helmManagedByLabel        = "app.kubernetes.io/managed-by"
-	// helmConflictRecheck is how soon a Kro held up by a Helm release's objects on its
+	HelmReleaseNameAnnotation = "meta.helm.sh/release-name"
+	HelmManagedByLabel        = "app.kubernetes.io/managed-by"
+	// HelmConflictRecheck is how soon a Kro held up by a Helm release's objects on its
 	// ControlPlane looks again: those objects are not watched.
-	helmConflictRecheck = 30 * time.Second
+	HelmConflictRecheck = 30 * time.Second
 )
 
 // helmOwned tells whether an object belongs to a Helm release: Helm would uninstall it
 // with the release, so the provider neither labels nor deletes it as its own.
 func helmOwned(obj client.Object) bool {
-	return obj.GetAnnotations()[helmReleaseNameAnnotation] != "" || obj.GetLabels()[helmManagedByLabel] == "Helm"
+	return obj.GetAnnotations()[HelmReleaseNameAnnotation] != "" || obj.GetLabels()[HelmManagedByLabel] == "Helm"
 }
 
-// helmOwnedOnControlPlane returns the first of kro's service account and objs (kro's
+// HelmOwnedOnControlPlane returns the first of kro's service account and objs (kro's
 // parts, CRDs aside: the provider never labels those) that exists on the ControlPlane
 // as part of a Helm release, as "Kind namespace/name of release R"; "" when none does.
 // The ControlPlane is read uncached, metadata only.
-func helmOwnedOnControlPlane(ctx context.Context, reader client.Reader, objs []client.Object) (string, error) {
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: kroServiceAccount.Namespace, Name: kroServiceAccount.Name}}
+func HelmOwnedOnControlPlane(ctx context.Context, reader client.Reader, objs []client.Object) (string, error) {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: owned.KroServiceAccount.Namespace, Name: owned.KroServiceAccount.Name}}
 	sa.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ServiceAccount"))
 	for _, o := range append([]client.Object{sa}, objs...) {
 		gvk := o.GetObjectKind().GroupVersionKind()
@@ -126,7 +128,7 @@ func helmOwnedOnControlPlane(ctx context.Context, reader client.Reader, objs []c
 			return "", fmt.Errorf("reading %s %s on the ControlPlane: %w", gvk.Kind, o.GetName(), err)
 		}
 		if helmOwned(m) {
-			return fmt.Sprintf("%s %s of Helm release %q", gvk.Kind, client.ObjectKeyFromObject(o), m.GetAnnotations()[helmReleaseNameAnnotation]), nil
+			return fmt.Sprintf("%s %s of Helm release %q", gvk.Kind, client.ObjectKeyFromObject(o), m.GetAnnotations()[HelmReleaseNameAnnotation]), nil
 		}
 	}
 	return "", nil

@@ -1,4 +1,4 @@
-package controllers
+package flux
 
 import (
 	"context"
@@ -16,23 +16,24 @@ import (
 	"github.com/openmcp-project/service-provider-kro/clusters"
 	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/controllers/reach"
+	"github.com/openmcp-project/service-provider-kro/controllers/step"
 )
 
 // maxManaged is the most entries status.managedResources holds (its MaxItems).
 const maxManaged = 64
 
-// inventory completes status.managedResources with what exists of the provider's objects
+// Inventory completes status.managedResources with what exists of the provider's objects
 // for the Kro that the reconcile's steps did not report, because a step waited before
 // reaching them or the Kro is being deleted: the chart pull secret copies, the
 // OCIRepository, the image pull secret copies where kro runs (while that can be
 // reached) and the HelmRelease. It reads the caches, which hold exactly these objects, so
 // it costs no request.
-func (r *fluxObjects) inventory(ctx context.Context, s *scope) error {
+func (r *Applier) Inventory(ctx context.Context, s *step.Scope) error {
 	reported := map[string]bool{}
 	key := func(m v1alpha1.ManagedResource) string {
 		return m.Cluster + "/" + m.Kind + "/" + m.Namespace + "/" + m.Name
 	}
-	for _, m := range s.obs.managed {
+	for _, m := range s.Obs.Managed {
 		reported[key(m)] = true
 	}
 	var found []v1alpha1.ManagedResource
@@ -43,42 +44,42 @@ func (r *fluxObjects) inventory(ctx context.Context, s *scope) error {
 	}
 
 	chartCopies := &corev1.SecretList{}
-	if err := r.Platform.List(ctx, chartCopies, client.InNamespace(s.tenantNamespace), r.secrets.copyLabels(s.kro, v1alpha1.RoleChartPullSecret)); err != nil {
-		return fmt.Errorf("listing chart pull secret copies in %s: %w", s.tenantNamespace, err)
+	if err := r.Platform.List(ctx, chartCopies, client.InNamespace(s.TenantNamespace), owned.CopyLabels(s.Kro, r.ProviderName, v1alpha1.RoleChartPullSecret)); err != nil {
+		return fmt.Errorf("listing chart pull secret copies in %s: %w", s.TenantNamespace, err)
 	}
 	for i := range chartCopies.Items {
-		add(managedSecret(clusters.Platform, &chartCopies.Items[i]))
+		add(ManagedSecret(clusters.Platform, &chartCopies.Items[i]))
 	}
-	flux := client.ObjectKey{Namespace: s.tenantNamespace, Name: owned.FluxObjectName(r.ProviderName)}
-	if err := r.inventoryFlux(ctx, flux, &sourcev1.OCIRepository{}, s.before, reported, add); err != nil {
+	flux := client.ObjectKey{Namespace: s.TenantNamespace, Name: owned.FluxObjectName(r.ProviderName)}
+	if err := r.inventoryFlux(ctx, flux, &sourcev1.OCIRepository{}, s.Before, reported, add); err != nil {
 		return err
 	}
-	site := s.site
-	if site.Cluster == nil && s.access != nil {
-		site = reach.ControlPlaneSite(s.access) // a deletion, or a reconcile that stopped early
+	site := s.Site
+	if site.Cluster == nil && s.Access != nil {
+		site = reach.ControlPlaneSite(s.Access) // a deletion, or a reconcile that stopped early
 	}
 	if site.Cluster != nil {
 		imageCopies := &corev1.SecretList{}
-		if err := site.Cluster.GetClient().List(ctx, imageCopies, client.InNamespace(site.Namespace), r.secrets.copyLabels(s.kro, v1alpha1.RoleImagePullSecret)); err != nil {
+		if err := site.Cluster.GetClient().List(ctx, imageCopies, client.InNamespace(site.Namespace), owned.CopyLabels(s.Kro, r.ProviderName, v1alpha1.RoleImagePullSecret)); err != nil {
 			return fmt.Errorf("listing image pull secret copies on %s: %w", site.Where, err)
 		}
 		for i := range imageCopies.Items {
-			add(managedSecret(site.Label, &imageCopies.Items[i]))
+			add(ManagedSecret(site.Label, &imageCopies.Items[i]))
 		}
 	}
-	if err := r.inventoryFlux(ctx, flux, &helmv2.HelmRelease{}, s.before, reported, add); err != nil {
+	if err := r.inventoryFlux(ctx, flux, &helmv2.HelmRelease{}, s.Before, reported, add); err != nil {
 		return err
 	}
-	s.obs.managed = append(s.obs.managed, found...)
-	if len(s.obs.managed) > maxManaged {
-		s.obs.managed = s.obs.managed[:maxManaged]
+	s.Obs.Managed = append(s.Obs.Managed, found...)
+	if len(s.Obs.Managed) > maxManaged {
+		s.Obs.Managed = s.Obs.Managed[:maxManaged]
 	}
 	return nil
 }
 
 // inventoryFlux adds the Flux object of that key (an OCIRepository or a HelmRelease) with
 // its readiness (readFlux), unless a step has reported it already: then it is not read again.
-func (r *fluxObjects) inventoryFlux(ctx context.Context, key client.ObjectKey, obj client.Object, before *v1alpha1.KroStatus, reported map[string]bool, add func(v1alpha1.ManagedResource)) error {
+func (r *Applier) inventoryFlux(ctx context.Context, key client.ObjectKey, obj client.Object, before *v1alpha1.KroStatus, reported map[string]bool, add func(v1alpha1.ManagedResource)) error {
 	gvk, err := apiutil.GVKForObject(obj, clusters.Scheme)
 	if err != nil {
 		return err
@@ -102,5 +103,9 @@ func beingDeleted(o metav1.Object, message string) string {
 	if o.GetDeletionTimestamp().IsZero() {
 		return message
 	}
-	return shortenMessage("being deleted; " + message)
+	return step.ShortenMessage("being deleted; " + message)
+}
+
+func ManagedSecret(cluster string, s *corev1.Secret) v1alpha1.ManagedResource {
+	return v1alpha1.ManagedResource{Cluster: cluster, APIVersion: "v1", Kind: "Secret", Namespace: s.Namespace, Name: s.Name, Ready: metav1.ConditionTrue}
 }

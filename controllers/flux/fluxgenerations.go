@@ -1,4 +1,4 @@
-package controllers
+package flux
 
 import (
 	"crypto/sha256"
@@ -14,6 +14,7 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/controllers/owned"
+	"github.com/openmcp-project/service-provider-kro/controllers/step"
 )
 
 // A Flux object's generation moves with every change of its spec, spec.interval
@@ -134,11 +135,11 @@ func fluxState(obj client.Object) (observedGeneration int64, conds []metav1.Cond
 // (before.managedResources). A Ready=False of the new generation is reported as it is.
 func readFlux(obj client.Object, before *v1alpha1.KroStatus) (metav1.ConditionStatus, string) {
 	observed, conds := fluxState(obj)
-	status, message := fluxReadiness(obj.GetGeneration(), observed, conds)
+	status, message := step.FluxReadiness(obj.GetGeneration(), observed, conds)
 	if status != metav1.ConditionUnknown || !sameInstallObserved(obj, observed) {
 		return status, message
 	}
-	if status, message := fluxReadiness(observed, observed, conds); status != metav1.ConditionUnknown {
+	if status, message := step.FluxReadiness(observed, observed, conds); status != metav1.ConditionUnknown {
 		return status, message
 	}
 	if prev := previousReading(before, obj); prev != nil {

@@ -1,4 +1,4 @@
-package controllers
+package placement
 
 import (
 	"context"
@@ -14,8 +14,10 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
+	"github.com/openmcp-project/service-provider-kro/controllers/flux"
 	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/controllers/reach"
+	"github.com/openmcp-project/service-provider-kro/controllers/step"
 )
 
 // A switch of the workload cluster (standalone): the labelled kubeconfig secret chosen
@@ -37,55 +39,55 @@ const oldClusterTimeout = 10 * time.Second
 
 // switchWorkloadCluster leaves the workload cluster kro runs on when another one is
 // chosen (w); proceed when there is no such switch.
-func (r *placement) switchWorkloadCluster(ctx context.Context, s *scope, w *reach.WorkloadClusterAccess) (result, error) {
-	hr := s.placedRelease
-	if r.AccessMode == reach.AccessOpenMCP || hr == nil || releasePlacement(hr) != v1alpha1.PlacementWorkloadCluster ||
+func (r *Placer) switchWorkloadCluster(ctx context.Context, s *step.Scope, w *reach.WorkloadClusterAccess) (step.Result, error) {
+	hr := s.PlacedRelease
+	if r.AccessMode == reach.AccessOpenMCP || hr == nil || flux.ReleasePlacement(hr) != v1alpha1.PlacementWorkloadCluster ||
 		hr.Spec.KubeConfig == nil || hr.Spec.KubeConfig.SecretRef == nil || hr.Spec.KubeConfig.SecretRef.Name == w.Kubeconfig.Name {
-		return proceed, nil
+		return step.Proceed, nil
 	}
 	from := hr.Spec.KubeConfig.SecretRef.Name
-	moving := fmt.Sprintf("moving kro from the workload cluster of secret %s/%s to the one of secret %s/%s", s.tenantNamespace, from, s.tenantNamespace, w.Kubeconfig.Name)
+	moving := fmt.Sprintf("moving kro from the workload cluster of secret %s/%s to the one of secret %s/%s", s.TenantNamespace, from, s.TenantNamespace, w.Kubeconfig.Name)
 	left, err := r.leaveOldWorkloadCluster(ctx, s, hr, w.Namespace)
 	if err != nil {
-		s.obs.set(v1alpha1.ConditionWorkloadClusterReady, metav1.ConditionFalse, v1alpha1.ReasonWorkloadClusterUnreachable, fmt.Sprintf(
+		s.Obs.Set(v1alpha1.ConditionWorkloadClusterReady, metav1.ConditionFalse, v1alpha1.ReasonWorkloadClusterUnreachable, fmt.Sprintf(
 			"%s: kro cannot be removed from the workload cluster it runs on yet: %s; this goes on when that cluster answers, or when secret %s/%s is removed",
-			moving, summarize(err), s.tenantNamespace, from))
-		return waiting, nil
+			moving, step.Summarize(err), s.TenantNamespace, from))
+		return step.Waiting, nil
 	}
-	if err := r.removeKroOnControlPlane(ctx, s, s.access); err != nil {
-		return proceed, err
+	if err := r.removeKroOnControlPlane(ctx, s, s.Access); err != nil {
+		return step.Proceed, err
 	}
 	if hr.DeletionTimestamp.IsZero() {
 		if left == "" {
 			if err := r.suspendRelease(ctx, hr); err != nil {
-				return proceed, err
+				return step.Proceed, err
 			}
 		}
 		if err := r.Platform.Delete(ctx, hr, client.Preconditions{UID: &hr.UID}); client.IgnoreNotFound(err) != nil {
-			return proceed, fmt.Errorf("deleting HelmRelease %s/%s to move kro: %w", hr.Namespace, hr.Name, err)
+			return step.Proceed, fmt.Errorf("deleting HelmRelease %s/%s to move kro: %w", hr.Namespace, hr.Name, err)
 		}
 		what := fmt.Sprintf("namespace %s and kro's credential there are removed, kro's token is revoked", w.Namespace)
 		if left == "" {
 			what = fmt.Sprintf("its kubeconfig secret is gone, so namespace %s there (with kro and its credential) cannot be removed: remove it on that cluster; kro's token is revoked", w.Namespace)
 		}
-		r.Recorder.Eventf(s.kro, nil, corev1.EventTypeNormal, v1alpha1.ReasonMovingPlacement, "Move", "%s: %s", moving, what)
+		r.Recorder.Eventf(s.Kro, nil, corev1.EventTypeNormal, v1alpha1.ReasonMovingPlacement, "Move", "%s: %s", moving, what)
 	}
-	s.obs.set(v1alpha1.ConditionWorkloadClusterReady, metav1.ConditionFalse, v1alpha1.ReasonMovingPlacement, fmt.Sprintf(
+	s.Obs.Set(v1alpha1.ConditionWorkloadClusterReady, metav1.ConditionFalse, v1alpha1.ReasonMovingPlacement, fmt.Sprintf(
 		"%s: kro is removed from the first (HelmRelease %s/%s is deleted) before it is installed on the other", moving, hr.Namespace, hr.Name))
-	return waiting, nil
+	return step.Waiting, nil
 }
 
 // leaveOldWorkloadCluster removes kro's credential and the tenant's namespace from the
 // workload cluster of the HelmRelease's kubeconfig secret. It returns that secret's name,
 // or "" when the secret is gone and nothing there can be reached.
-func (r *placement) leaveOldWorkloadCluster(ctx context.Context, s *scope, hr *helmv2.HelmRelease, namespace string) (string, error) {
+func (r *Placer) leaveOldWorkloadCluster(ctx context.Context, s *step.Scope, hr *helmv2.HelmRelease, namespace string) (string, error) {
 	ref := hr.Spec.KubeConfig.SecretRef
 	secret := &corev1.Secret{}
-	switch err := r.PlatformReader.Get(ctx, client.ObjectKey{Namespace: s.tenantNamespace, Name: ref.Name}, secret); {
+	switch err := r.PlatformReader.Get(ctx, client.ObjectKey{Namespace: s.TenantNamespace, Name: ref.Name}, secret); {
 	case apierrors.IsNotFound(err):
 		return "", nil
 	case err != nil:
-		return "", fmt.Errorf("reading secret %s/%s: %w", s.tenantNamespace, ref.Name, err)
+		return "", fmt.Errorf("reading secret %s/%s: %w", s.TenantNamespace, ref.Name, err)
 	}
 	key := ref.Key
 	if key == "" {
@@ -93,21 +95,21 @@ func (r *placement) leaveOldWorkloadCluster(ctx context.Context, s *scope, hr *h
 	}
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(secret.Data[key])
 	if err != nil {
-		return "", fmt.Errorf("the kubeconfig in secret %s/%s is unusable: %w", s.tenantNamespace, ref.Name, err)
+		return "", fmt.Errorf("the kubeconfig in secret %s/%s is unusable: %w", s.TenantNamespace, ref.Name, err)
 	}
 	cfg.Timeout = oldClusterTimeout
 	old, err := client.New(cfg, client.Options{Scheme: clusters.Scheme})
 	if err != nil {
-		return "", fmt.Errorf("the kubeconfig in secret %s/%s is unusable: %w", s.tenantNamespace, ref.Name, err)
+		return "", fmt.Errorf("the kubeconfig in secret %s/%s is unusable: %w", s.TenantNamespace, ref.Name, err)
 	}
-	if err := deleteKroCredential(ctx, old, old, s.kro, r.ProviderName, namespace); err != nil {
+	if err := deleteKroCredential(ctx, old, old, s.Kro, r.ProviderName, namespace); err != nil {
 		return "", err
 	}
-	return ref.Name, removeNamespaceOn(ctx, old, old, s.kro, r.ProviderName, namespace)
+	return ref.Name, removeNamespaceOn(ctx, old, old, s.Kro, r.ProviderName, namespace)
 }
 
 // suspendRelease suspends a HelmRelease, so that Flux deletes it without an uninstall.
-func (r *placement) suspendRelease(ctx context.Context, hr *helmv2.HelmRelease) error {
+func (r *Placer) suspendRelease(ctx context.Context, hr *helmv2.HelmRelease) error {
 	if hr.Spec.Suspend {
 		return nil
 	}
@@ -119,33 +121,33 @@ func (r *placement) suspendRelease(ctx context.Context, hr *helmv2.HelmRelease) 
 	return nil
 }
 
-// leaveSwitchedWorkloadCluster, in a deletion, removes kro's credential and the tenant's
+// LeaveSwitchedWorkloadCluster, in a deletion, removes kro's credential and the tenant's
 // namespace from the workload cluster the HelmRelease installs kro on when another
 // cluster is chosen meanwhile (a reconcile that stopped early never switched): the
 // clean-up after the uninstall reaches only the chosen one.
-func (r *placement) leaveSwitchedWorkloadCluster(ctx context.Context, s *scope, hr *helmv2.HelmRelease) (result, error) {
-	if r.AccessMode == reach.AccessOpenMCP || releasePlacement(hr) != v1alpha1.PlacementWorkloadCluster ||
+func (r *Placer) LeaveSwitchedWorkloadCluster(ctx context.Context, s *step.Scope, hr *helmv2.HelmRelease) (step.Result, error) {
+	if r.AccessMode == reach.AccessOpenMCP || flux.ReleasePlacement(hr) != v1alpha1.PlacementWorkloadCluster ||
 		hr.Spec.KubeConfig == nil || hr.Spec.KubeConfig.SecretRef == nil {
-		return proceed, nil
+		return step.Proceed, nil
 	}
-	w, err := r.ControlPlanes.WorkloadCluster(ctx, s.kro, false)
+	w, err := r.ControlPlanes.WorkloadCluster(ctx, s.Kro, false)
 	if na, ok := reach.AsNotAvailable(err); ok {
 		if na.Connecting {
-			return undecided, nil
+			return step.Undecided, nil
 		}
-		return proceed, nil // no other cluster to tell apart
+		return step.Proceed, nil // no other cluster to tell apart
 	}
 	if err != nil {
-		return proceed, err
+		return step.Proceed, err
 	}
 	if w.Kubeconfig.Name == hr.Spec.KubeConfig.SecretRef.Name {
-		return proceed, nil
+		return step.Proceed, nil
 	}
 	if _, err := r.leaveOldWorkloadCluster(ctx, s, hr, w.Namespace); err != nil {
-		s.obs.blocked(v1alpha1.ReasonUninstallStuck, fmt.Sprintf(
+		s.Obs.Blocked(v1alpha1.ReasonUninstallStuck, fmt.Sprintf(
 			"kro runs on the workload cluster of secret %s/%s, no longer the chosen one, and cannot be removed from it yet: %s; this goes on when that cluster answers, or when the secret is removed",
-			s.tenantNamespace, hr.Spec.KubeConfig.SecretRef.Name, summarize(err)))
-		return waiting, nil
+			s.TenantNamespace, hr.Spec.KubeConfig.SecretRef.Name, step.Summarize(err)))
+		return step.Waiting, nil
 	}
-	return proceed, nil
+	return step.Proceed, nil
 }

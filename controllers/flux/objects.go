@@ -1,4 +1,4 @@
-package controllers
+package flux
 
 import (
 	"time"
@@ -40,9 +40,9 @@ func newOCIRepository(kro *v1alpha1.Kro, provider, namespace string, v *v1alpha1
 	return repo
 }
 
-// newHelmRelease installs kro from the OCIRepository onto the ControlPlane that the
+// NewHelmRelease installs kro from the OCIRepository onto the ControlPlane that the
 // kubeconfig secret gives access to.
-func newHelmRelease(kro *v1alpha1.Kro, provider, namespace string, v *v1alpha1.KroVersion, kubeconfig reach.SecretKey, interval time.Duration) *helmv2.HelmRelease {
+func NewHelmRelease(kro *v1alpha1.Kro, provider, namespace string, v *v1alpha1.KroVersion, kubeconfig reach.SecretKey, interval time.Duration) *helmv2.HelmRelease {
 	rollback := helmv2.RollbackRemediationStrategy
 	hr := &helmv2.HelmRelease{
 		TypeMeta: metav1.TypeMeta{APIVersion: helmv2.GroupVersion.String(), Kind: helmv2.HelmReleaseKind},
@@ -81,8 +81,8 @@ func newHelmRelease(kro *v1alpha1.Kro, provider, namespace string, v *v1alpha1.K
 	return hr
 }
 
-// newSecretCopy copies the type and data of a source secret under a new name.
-func newSecretCopy(kro *v1alpha1.Kro, provider, role string, src *corev1.Secret, namespace, name string) *corev1.Secret {
+// NewSecretCopy copies the type and data of a source secret under a new name.
+func NewSecretCopy(kro *v1alpha1.Kro, provider, role string, src *corev1.Secret, namespace, name string) *corev1.Secret {
 	annotations := owned.Annotations(kro)
 	annotations[v1alpha1.AnnotationSourceSecret] = src.Name
 	data := make(map[string][]byte, len(src.Data))
@@ -102,8 +102,8 @@ func newSecretCopy(kro *v1alpha1.Kro, provider, role string, src *corev1.Secret,
 	}
 }
 
-// newTenantNamespace is the tenant namespace when the provider has to create it itself.
-func newTenantNamespace(kro *v1alpha1.Kro, provider, name string) *corev1.Namespace {
+// NewTenantNamespace is the tenant namespace when the provider has to create it itself.
+func NewTenantNamespace(kro *v1alpha1.Kro, provider, name string) *corev1.Namespace {
 	return &corev1.Namespace{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: owned.Labels(kro, provider, ""), Annotations: owned.Annotations(kro)},
 	}

@@ -1,4 +1,4 @@
-package controllers
+package flux
 
 import (
 	"testing"
@@ -53,7 +53,7 @@ func TestBuilders(t *testing.T) {
 	g.Expect(repo.Spec.SecretRef).To(BeNil())
 	g.Expect(repo.Spec.URL).To(Equal("oci://example.com/kro"))
 
-	hr := newHelmRelease(kro, "kro", "mcp--x", v, reach.SecretKey{Name: "access", Key: "kubeconfig"}, 2*time.Minute)
+	hr := NewHelmRelease(kro, "kro", "mcp--x", v, reach.SecretKey{Name: "access", Key: "kubeconfig"}, 2*time.Minute)
 	g.Expect(hr.Kind).To(Equal("HelmRelease"))
 	g.Expect(hr.Spec.Values).To(BeNil(), "no helmValues, no values")
 	g.Expect(hr.Spec.Interval.Duration).To(Equal(2 * time.Minute))
@@ -61,7 +61,7 @@ func TestBuilders(t *testing.T) {
 
 	src := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "regcred", Namespace: "provider", Labels: map[string]string{"foreign": "x"}},
 		Type: corev1.SecretTypeDockerConfigJson, Data: map[string][]byte{".dockerconfigjson": []byte("{}")}}
-	cp := newSecretCopy(kro, "kro", v1alpha1.RoleImagePullSecret, src, "kro-system", "regcred")
+	cp := NewSecretCopy(kro, "kro", v1alpha1.RoleImagePullSecret, src, "kro-system", "regcred")
 	g.Expect(cp.Labels).NotTo(HaveKey("foreign"))
 	g.Expect(cp.Labels).To(HaveKeyWithValue(v1alpha1.LabelRole, v1alpha1.RoleImagePullSecret))
 	g.Expect(cp.Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationSourceSecret, "regcred"))
