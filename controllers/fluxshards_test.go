@@ -28,10 +28,10 @@ func TestFluxShards(t *testing.T) {
 	two := []string{"a", "b"}
 	three := []string{"a", "b", "c"}
 
-	g.Expect(flux.FluxShardOf(&kros[0], nil)).To(BeEmpty(), "no shards, no key")
-	g.Expect(flux.FluxShardCounts(nil, kros)).To(BeNil())
+	g.Expect(flux.ShardOf(&kros[0], nil)).To(BeEmpty(), "no shards, no key")
+	g.Expect(flux.ShardCounts(nil, kros)).To(BeNil())
 
-	counts := flux.FluxShardCounts(three, kros)
+	counts := flux.ShardCounts(three, kros)
 	g.Expect(counts).To(HaveLen(3))
 	total := int32(0)
 	for i, c := range counts {
@@ -43,12 +43,12 @@ func TestFluxShards(t *testing.T) {
 
 	moved := 0
 	for i := range kros {
-		before, after := flux.FluxShardOf(&kros[i], two), flux.FluxShardOf(&kros[i], three)
+		before, after := flux.ShardOf(&kros[i], two), flux.ShardOf(&kros[i], three)
 		if before != after {
 			g.Expect(after).To(Equal("c"), "adding a key moves Kros to it only")
 			moved++
 		}
-		g.Expect(flux.FluxShardOf(&kros[i], []string{"b", "a"})).To(Equal(before), "the keys' order does not matter")
+		g.Expect(flux.ShardOf(&kros[i], []string{"b", "a"})).To(Equal(before), "the keys' order does not matter")
 	}
 	g.Expect(moved).To(BeNumerically("~", len(kros)/3, len(kros)/10), "about 1/n move")
 
@@ -104,7 +104,7 @@ func TestFluxShardLabels(t *testing.T) {
 
 	keys := []string{"shard-a", "shard-b"}
 	setFluxShards(g, keys...)
-	want := flux.FluxShardOf(k, keys)
+	want := flux.ShardOf(k, keys)
 	move(want, "")
 	g.Eventually(func(g Gomega) {
 		pc := &v1alpha1.ProviderConfig{}

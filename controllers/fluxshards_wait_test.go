@@ -92,7 +92,7 @@ func TestFluxShardMoveWaitsForReleaseOperation(t *testing.T) {
 	k := readyKro(t, g, newNamespace(t, g), "cp-1", baseVersion)
 	t.Cleanup(func() { setFluxShardKeys(NewWithT(t)) })
 	keys := []string{"shard-a", "shard-b"}
-	key := flux.FluxShardOf(k, keys)
+	key := flux.ShardOf(k, keys)
 	shardOf := func(g Gomega) string { return getHelmRelease(g, k).Labels[v1alpha1.LabelFluxShard] }
 
 	now := time.Now()

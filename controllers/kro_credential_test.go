@@ -133,7 +133,7 @@ func TestKroCredentialEndpoint(t *testing.T) {
 
 	ep, err := placement.ControlPlaneEndpoint(&rest.Config{Host: "cp.example:6443", TLSClientConfig: rest.TLSClientConfig{CAData: []byte("ca"), ServerName: "api"}})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(ep).To(Equal(placement.KroEndpoint{Server: "https://cp.example:6443", TlsServerName: "api", CaData: []byte("ca")}))
+	g.Expect(ep).To(Equal(placement.KroEndpoint{Server: "https://cp.example:6443", TLSServerName: "api", CaData: []byte("ca")}))
 
 	ep, err = placement.ControlPlaneEndpoint(&rest.Config{Host: "https://proxy.example/cp/a", TLSClientConfig: rest.TLSClientConfig{CAFile: caFile}})
 	g.Expect(err).NotTo(HaveOccurred())

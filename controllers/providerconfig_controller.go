@@ -391,7 +391,7 @@ func providerConfigStatus(pc *v1alpha1.ProviderConfig, obs providerConfigObserva
 			statuses[at].Ready++
 		}
 	}
-	st.FluxShards = flux.FluxShardCounts(pc.Spec.FluxShards, obs.kros)
+	st.FluxShards = flux.ShardCounts(pc.Spec.FluxShards, obs.kros)
 	recheck := planRollouts(pc, obs, statuses)
 	st.Versions = statuses
 	if len(st.Versions) == 0 {

@@ -34,7 +34,7 @@ func (r *versionResolver) resolveVersion(ctx context.Context, s *step.Scope) (st
 		return step.Waiting, nil
 	}
 	s.PollInterval = versions.PollInterval(pc)
-	s.FluxShard = flux.FluxShardOf(s.Kro, pc.Spec.FluxShards)
+	s.FluxShard = flux.ShardOf(s.Kro, pc.Spec.FluxShards)
 	v := versions.FindVersion(pc, s.Kro.Spec.Version)
 	if v == nil {
 		s.Obs.VersionNotOffered(s.Kro.Spec.Version, r.ProviderName, versions.OfferedVersions(pc))

@@ -1,3 +1,5 @@
+// Package deletion removes kro and the provider's objects when a Kro is deleted, once the
+// guard finds nothing that holds the deletion up. Remover holds the steps.
 package deletion
 
 import (
@@ -30,7 +32,7 @@ import (
 	"github.com/openmcp-project/service-provider-kro/controllers/step"
 )
 
-// deletion removes kro and the provider's objects, once nothing holds the deletion up.
+// Remover removes kro and the provider's objects, once nothing holds the deletion up.
 type Remover struct {
 	step.Clients
 	HandOver          *handover.Taker
@@ -142,7 +144,7 @@ func (r *Remover) uninstalling(ctx context.Context, s *step.Scope, hr *helmv2.He
 			msg = fmt.Sprintf("%s; %d ResourceGraphDefinitions created since it began will be orphaned, as kro no longer runs to manage them: %s; delete them on the ControlPlane",
 				msg, len(names), step.ListNames(names))
 		}
-		if reason, failed := flux.FluxUninstallError(hr); reason == helmv2.UninstallFailedReason {
+		if reason, failed := flux.UninstallError(hr); reason == helmv2.UninstallFailedReason {
 			s.Obs.Blocked(v1alpha1.ReasonUninstallStuck, fmt.Sprintf("%s: %s; it goes on by itself once Flux succeeds",
 				flux.UninstallBegan(hr), failed))
 			return nil
@@ -156,7 +158,7 @@ func (r *Remover) uninstalling(ctx context.Context, s *step.Scope, hr *helmv2.He
 		}
 		// The kubeconfig is there but the ControlPlane does not answer: Flux cannot
 		// finish, and nothing is done until it can.
-		_, failed := flux.FluxUninstallError(hr)
+		_, failed := flux.UninstallError(hr)
 		if failed == "" {
 			failed = "Flux has not reported an error yet"
 		}

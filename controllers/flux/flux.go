@@ -1,3 +1,6 @@
+// Package flux holds the Kro's Flux objects: how its OCIRepository and HelmRelease are
+// built, applied and read back (their install generations, Flux shards, the inventory in
+// the status), and Applier, the steps that apply them.
 package flux
 
 import (
@@ -23,7 +26,7 @@ import (
 	"github.com/openmcp-project/service-provider-kro/controllers/step"
 )
 
-// fluxObjects applies the Kro's OCIRepository and HelmRelease and reads them back.
+// Applier applies the Kro's OCIRepository and HelmRelease and reads them back.
 type Applier struct{ step.Clients }
 
 // ReconcileOCIRepository applies the chart source and reports its readiness.

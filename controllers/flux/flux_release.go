@@ -23,10 +23,10 @@ func UninstallBegan(hr *helmv2.HelmRelease) string {
 		hr.DeletionTimestamp.UTC().Format(time.RFC3339), hr.Namespace, hr.Name)
 }
 
-// FluxUninstallError is what helm-controller reports about a HelmRelease being deleted
+// UninstallError is what helm-controller reports about a HelmRelease being deleted
 // whose Ready condition is False: its reason, and "Flux says: <reason>: <message>"; both
 // "" when it reports no failure.
-func FluxUninstallError(hr *helmv2.HelmRelease) (reason, text string) {
+func UninstallError(hr *helmv2.HelmRelease) (reason, text string) {
 	c := step.FindCondition(hr.Status.Conditions, v1alpha1.ConditionReady)
 	if c == nil || c.Status != metav1.ConditionFalse {
 		return "", ""
@@ -43,9 +43,9 @@ func ReleasePlacement(hr *helmv2.HelmRelease) v1alpha1.Placement {
 	return v1alpha1.PlacementWorkloadCluster
 }
 
-// FluxUninstallNote is what Flux reports about the uninstall, if anything.
-func FluxUninstallNote(hr *helmv2.HelmRelease) string {
-	if _, text := FluxUninstallError(hr); text != "" {
+// UninstallNote is what Flux reports about the uninstall, if anything.
+func UninstallNote(hr *helmv2.HelmRelease) string {
+	if _, text := UninstallError(hr); text != "" {
 		return text
 	}
 	return "kro is installed on the new side once the uninstall is done"

@@ -165,8 +165,8 @@ func WithoutShardWait(message string) string {
 // shardWaitPrefix starts every shardWaitMessage.
 const shardWaitPrefix = "the move to "
 
-// FluxShardOf is the Flux shard key of a Kro's Flux objects; "" without shards.
-func FluxShardOf(kro client.Object, shards []string) string {
+// ShardOf is the Flux shard key of a Kro's Flux objects; "" without shards.
+func ShardOf(kro client.Object, shards []string) string {
 	if len(shards) == 0 {
 		return ""
 	}
@@ -187,9 +187,9 @@ func LabelFluxShard(o client.Object, shard string) {
 	o.SetLabels(labels)
 }
 
-// FluxShardCounts counts the Kros on each shard, in the order of the keys; nil without
+// ShardCounts counts the Kros on each shard, in the order of the keys; nil without
 // shards.
-func FluxShardCounts(shards []string, kros []v1alpha1.Kro) []v1alpha1.FluxShardStatus {
+func ShardCounts(shards []string, kros []v1alpha1.Kro) []v1alpha1.FluxShardStatus {
 	if len(shards) == 0 {
 		return nil
 	}
@@ -199,7 +199,7 @@ func FluxShardCounts(shards []string, kros []v1alpha1.Kro) []v1alpha1.FluxShardS
 		out[i].Key, at[k] = k, i
 	}
 	for i := range kros {
-		out[at[FluxShardOf(&kros[i], shards)]].Kros++
+		out[at[ShardOf(&kros[i], shards)]].Kros++
 	}
 	return out
 }

@@ -106,6 +106,7 @@ func beingDeleted(o metav1.Object, message string) string {
 	return step.ShortenMessage("being deleted; " + message)
 }
 
+// ManagedSecret is a secret copy as status.managedResources lists it.
 func ManagedSecret(cluster string, s *corev1.Secret) v1alpha1.ManagedResource {
 	return v1alpha1.ManagedResource{Cluster: cluster, APIVersion: "v1", Kind: "Secret", Namespace: s.Namespace, Name: s.Name, Ready: metav1.ConditionTrue}
 }

@@ -1,3 +1,5 @@
+// Package handover takes over in place what the earlier provider (v1.3.0) installed: its
+// HelmRelease is suspended, replaced and its objects removed. Taker holds the steps.
 package handover
 
 import (
@@ -46,7 +48,7 @@ const (
 	handOverRecheck = 2 * time.Second
 )
 
-// handOver takes over what the earlier provider installed.
+// Taker takes over what the earlier provider installed.
 type Taker struct {
 	step.Clients
 	Earlier client.Reader

@@ -68,7 +68,7 @@ func (r *Taker) uninstallEarlierFirst(ctx context.Context, s *step.Scope) (step.
 		return step.Proceed, err
 	}
 	msg := fmt.Sprintf("kro moves from the earlier provider's installation in %s on the ControlPlane to the workload cluster: Flux is uninstalling it through the earlier HelmRelease %s/%s (deleted at %s), so that two kros never reconcile the ControlPlane at once; ResourceGraphDefinitions, their CRDs and instances stay. %s",
-		owned.KroNamespace, hr.Namespace, hr.Name, hr.DeletionTimestamp.UTC().Format(time.RFC3339), flux.FluxUninstallNote(hr))
+		owned.KroNamespace, hr.Namespace, hr.Name, hr.DeletionTimestamp.UTC().Format(time.RFC3339), flux.UninstallNote(hr))
 	s.Obs.Set(v1alpha1.ConditionHelmReleaseReady, metav1.ConditionFalse, v1alpha1.ReasonMovingPlacement, msg)
 	s.Obs.Set(v1alpha1.ConditionHandOver, metav1.ConditionTrue, v1alpha1.ReasonHandingOver, msg)
 	return step.Waiting, nil

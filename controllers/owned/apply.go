@@ -112,6 +112,7 @@ func appliedHash(obj client.Object) (string, error) {
 	return hex.EncodeToString(sum[:16]), nil
 }
 
+// IsCurrent tells whether current carries the hash of what the provider would apply.
 func IsCurrent(current client.Object, hash string) bool {
 	return current.GetAnnotations()[AnnotationAppliedHash] == hash && current.GetDeletionTimestamp().IsZero() &&
 		!SpecWrittenByOthers(current)

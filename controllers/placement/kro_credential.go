@@ -46,7 +46,7 @@ const (
 // but the credential.
 type KroEndpoint struct {
 	Server        string
-	TlsServerName string
+	TLSServerName string
 	Insecure      bool
 	CaData        []byte
 }
@@ -63,7 +63,7 @@ func ControlPlaneEndpoint(cfg *rest.Config) (KroEndpoint, error) {
 	if err != nil {
 		return KroEndpoint{}, fmt.Errorf("reading the ControlPlane's server from the provider's access: %w", err)
 	}
-	ep := KroEndpoint{Server: hostURL.String(), TlsServerName: cfg.ServerName, Insecure: cfg.Insecure, CaData: cfg.CAData}
+	ep := KroEndpoint{Server: hostURL.String(), TLSServerName: cfg.ServerName, Insecure: cfg.Insecure, CaData: cfg.CAData}
 	if len(ep.CaData) == 0 && cfg.CAFile != "" {
 		if ep.CaData, err = os.ReadFile(cfg.CAFile); err != nil {
 			return KroEndpoint{}, fmt.Errorf("reading the ControlPlane's CA bundle: %w", err)
@@ -196,7 +196,7 @@ func EnsureKroCredential(ctx context.Context, cp client.Client, cpConfig *rest.C
 	if err != nil {
 		return 0, false, err
 	}
-	kubeconfig := KroKubeconfig(ep.Server, ep.TlsServerName, ep.Insecure)
+	kubeconfig := KroKubeconfig(ep.Server, ep.TLSServerName, ep.Insecure)
 	current, err := currentKroCredential(ctx, workload, kro, provider, workloadNamespace)
 	if err != nil {
 		return 0, false, err

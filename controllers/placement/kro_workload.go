@@ -95,7 +95,7 @@ func KroCredentialFromGrant(kro *v1alpha1.Kro, provider, namespace string, grant
 	if issued.IsZero() {
 		issued = grant.CreationTimestamp.Time
 	}
-	secret := NewKroCredentialSecret(kro, provider, namespace, KroKubeconfig(ep.Server, ep.TlsServerName, ep.Insecure), ep.CaData, []byte(cfg.BearerToken), issued, expires)
+	secret := NewKroCredentialSecret(kro, provider, namespace, KroKubeconfig(ep.Server, ep.TLSServerName, ep.Insecure), ep.CaData, []byte(cfg.BearerToken), issued, expires)
 	if expires.IsZero() {
 		delete(secret.Annotations, v1alpha1.AnnotationTokenExpires)
 	}

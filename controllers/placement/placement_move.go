@@ -1,3 +1,6 @@
+// Package placement puts kro where its version places it (kro-system on the ControlPlane,
+// or the tenant's namespace on a workload cluster), moves it between the two, and cleans up
+// after it. Placer holds the steps.
 package placement
 
 import (
@@ -40,7 +43,7 @@ import (
 // version. A revert during the first half installs kro where it was, once the uninstall
 // is done.
 
-// placement puts kro where its version places it, moves it, and cleans up after it.
+// Placer puts kro where its version places it, moves it, and cleans up after it.
 type Placer struct {
 	step.Clients
 	Secrets          *pullsecrets.Copier
@@ -81,7 +84,7 @@ func (r *Placer) MovePlacement(ctx context.Context, s *step.Scope) (step.Result,
 	}
 	s.Obs.Set(v1alpha1.ConditionHelmReleaseReady, metav1.ConditionFalse, v1alpha1.ReasonMovingPlacement, fmt.Sprintf(
 		"moving kro from %s to %s: Flux is uninstalling kro from %s (HelmRelease %s/%s deleted at %s), so that two kros never reconcile the ControlPlane at once; ResourceGraphDefinitions, their CRDs and instances stay. %s",
-		placementWhere(from), placementWhere(to), placementWhere(from), hr.Namespace, hr.Name, hr.DeletionTimestamp.UTC().Format(time.RFC3339), flux.FluxUninstallNote(hr)))
+		placementWhere(from), placementWhere(to), placementWhere(from), hr.Namespace, hr.Name, hr.DeletionTimestamp.UTC().Format(time.RFC3339), flux.UninstallNote(hr)))
 	return step.Waiting, nil
 }
 

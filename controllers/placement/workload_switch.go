@@ -121,7 +121,7 @@ func (r *Placer) suspendRelease(ctx context.Context, hr *helmv2.HelmRelease) err
 	return nil
 }
 
-// LeaveSwitchedWorkloadCluster, in a deletion, removes kro's credential and the tenant's
+// LeaveSwitchedWorkloadCluster removes, in a deletion, kro's credential and the tenant's
 // namespace from the workload cluster the HelmRelease installs kro on when another
 // cluster is chosen meanwhile (a reconcile that stopped early never switched): the
 // clean-up after the uninstall reaches only the chosen one.

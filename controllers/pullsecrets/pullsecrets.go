@@ -1,3 +1,6 @@
+// Package pullsecrets copies the pull secrets a version names to where they are used: the
+// chart's into the tenant's namespace on the platform cluster for source-controller, the
+// images' to where kro runs. Copier holds the steps.
 package pullsecrets
 
 import (
@@ -20,7 +23,7 @@ import (
 	"github.com/openmcp-project/service-provider-kro/controllers/versions"
 )
 
-// pullSecrets copies the chart's and the images' pull secrets to where they are used.
+// Copier copies the chart's and the images' pull secrets to where they are used.
 type Copier struct{ step.Clients }
 
 // ReconcileChartPullSecret makes sure the tenant namespace exists, checks every pull

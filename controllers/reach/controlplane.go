@@ -63,7 +63,7 @@ type ControlPlaneAccess struct {
 // ResourceGraphDefinitions to watch.
 const RgdCRDName = "resourcegraphdefinitions.kro.run"
 
-// ErrRGDsUnknown: the ControlPlane has not been checked for kro's CRD yet.
+// ErrRGDsUnknown says that the ControlPlane has not been checked for kro's CRD yet.
 var ErrRGDsUnknown = errors.New("the provider is still checking the ControlPlane for kro's CRD")
 
 // errRGDsNotSynced: kro's CRD exists but the provider's RGD watch has not synced yet,
@@ -203,6 +203,7 @@ func accessSecretMetadata() *metav1.PartialObjectMetadata {
 	return m
 }
 
+// Sources report changes of the ControlPlanes' access and of what is watched on them.
 func (c *Engaged) Sources(inTenantNamespace handler.EventHandler) []source.Source {
 	srcs := []source.Source{c.Events.Source()}
 	switch c.Mode {
@@ -223,6 +224,7 @@ func (c *Engaged) Sources(inTenantNamespace handler.EventHandler) []source.Sourc
 	return srcs
 }
 
+// Access engages the Kro's ControlPlane, or says why it cannot be reached yet.
 func (c *Engaged) Access(ctx context.Context, kro *v1alpha1.Kro) (*ControlPlaneAccess, error) {
 	tenantNamespace, err := owned.TenantNamespace(kro)
 	if err != nil {
@@ -279,11 +281,13 @@ func (c *Engaged) Access(ctx context.Context, kro *v1alpha1.Kro) (*ControlPlaneA
 	}, nil
 }
 
+// Disengage stops the engagement of the Kro's ControlPlane.
 func (c *Engaged) Disengage(ctx context.Context, kro types.NamespacedName) {
 	c.Provider.Remove(ctx, controlplane.ClusterName(kro))
 	c.DisengageWorkloadCluster(ctx, kro)
 }
 
+// Release disengages the Kro's ControlPlane and withdraws what the provider requested for it.
 func (c *Engaged) Release(ctx context.Context, kro *v1alpha1.Kro) (bool, error) {
 	key := client.ObjectKeyFromObject(kro)
 	c.Provider.Remove(ctx, controlplane.ClusterName(key))

@@ -142,6 +142,7 @@ func (c *Engaged) WorkloadCluster(ctx context.Context, kro *v1alpha1.Kro, ask bo
 		NamespaceGranted: c.Mode == AccessOpenMCP}, nil
 }
 
+// DisengageWorkloadCluster stops the engagement of the Kro's workload cluster.
 func (c *Engaged) DisengageWorkloadCluster(ctx context.Context, kro types.NamespacedName) {
 	c.Provider.Remove(ctx, controlplane.WorkloadClusterName(kro))
 }

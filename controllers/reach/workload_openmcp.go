@@ -154,6 +154,7 @@ type KroAccess interface {
 // openmcpKroAccess is KroAccess through AccessRequests.
 type openmcpKroAccess struct{ c *Engaged }
 
+// KroAccess requests and reads kro's own access to ControlPlanes under openmcp.
 func (c *Engaged) KroAccess() KroAccess {
 	if c.Mode != AccessOpenMCP {
 		return nil

@@ -15,10 +15,12 @@ import (
 // Markers: one method per thing that can happen to a Kro, each setting the condition
 // that reports it. The steps say what happened; the wording lives here.
 
+// StepFailed reports a step that failed with err, under its condition.
 func (o *Observation) StepFailed(condType, what string, err error) {
 	o.Set(condType, metav1.ConditionFalse, v1alpha1.ReasonReconcileError, what+" failed: "+Summarize(err))
 }
 
+// ProviderConfigMissing reports that the ProviderConfig is missing or being deleted.
 func (o *Observation) ProviderConfigMissing(name string, deleting bool) {
 	msg := fmt.Sprintf("ProviderConfig %q not found on the platform cluster: the platform team must create it with the versions on offer", name)
 	if deleting {
@@ -27,24 +29,26 @@ func (o *Observation) ProviderConfigMissing(name string, deleting bool) {
 	o.Set(v1alpha1.ConditionVersionResolved, metav1.ConditionFalse, v1alpha1.ReasonProviderConfigMissing, msg)
 }
 
+// VersionNotOffered reports a version the ProviderConfig does not offer.
 func (o *Observation) VersionNotOffered(version, providerConfig string, offered []string) {
 	o.Set(v1alpha1.ConditionVersionResolved, metav1.ConditionFalse, v1alpha1.ReasonVersionNotOffered, fmt.Sprintf(
 		"version %q is not offered by ProviderConfig %q; versions on offer: %s", version, providerConfig, strings.Join(offered, ", ")))
 }
 
+// VersionResolved reports the version's chart.
 func (o *Observation) VersionResolved(v *v1alpha1.KroVersion) {
 	o.Placement = v1alpha1.PlacementOf(v)
 	o.Set(v1alpha1.ConditionVersionResolved, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, fmt.Sprintf(
 		"version %s resolves to chart %s:%s", v.Version, versions.ChartURL(v), v.ChartVersion))
 }
 
-// InvalidVersion: the version's entry cannot be used (its helmValues are no JSON object).
+// InvalidVersion reports that the version's entry cannot be used (its helmValues are no JSON object).
 func (o *Observation) InvalidVersion(version string, err error) {
 	o.Set(v1alpha1.ConditionVersionResolved, metav1.ConditionFalse, v1alpha1.ReasonInvalidProviderConfig,
 		fmt.Sprintf("version %s cannot be used: %s", version, err.Error()))
 }
 
-// VersionHeldBack: a rollout has not yet admitted the Kro to the version's new
+// VersionHeldBack reports that a rollout has not yet admitted the Kro to the version's new
 // artifacts, so it keeps those of the revision it runs.
 func (o *Observation) VersionHeldBack(v *v1alpha1.KroVersion, running, update string) {
 	o.Placement = v1alpha1.PlacementOf(v)
@@ -53,10 +57,12 @@ func (o *Observation) VersionHeldBack(v *v1alpha1.KroVersion, running, update st
 		v.Version, versions.ChartURL(v), v.ChartVersion, running, update))
 }
 
+// PullSecretsNotReady reports what is wrong with the pull secrets.
 func (o *Observation) PullSecretsNotReady(reason string, problems ...string) {
 	o.Set(v1alpha1.ConditionPullSecretsReady, metav1.ConditionFalse, reason, strings.Join(problems, "; "))
 }
 
+// PullSecretsReady reports the pull secrets copied.
 func (o *Observation) PullSecretsReady(msg string) {
 	o.Set(v1alpha1.ConditionPullSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, msg)
 }
@@ -66,11 +72,13 @@ func (o *Observation) OwnershipConflict(condType, msg string) {
 	o.Set(condType, metav1.ConditionFalse, v1alpha1.ReasonOwnershipConflict, msg)
 }
 
+// AccessReached reports the ControlPlane reached through its kubeconfig secret.
 func (o *Observation) AccessReached(tenantNamespace, secret string) {
 	o.Set(v1alpha1.ConditionControlPlaneAccessReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess,
 		fmt.Sprintf("the ControlPlane is reached through the kubeconfig in secret %s/%s", tenantNamespace, secret))
 }
 
+// AccessNotAvailable reports why the ControlPlane cannot be reached.
 func (o *Observation) AccessNotAvailable(na *reach.NotAvailableError) {
 	o.Set(v1alpha1.ConditionControlPlaneAccessReady, metav1.ConditionFalse, na.ConditionReason(), na.Message)
 }

@@ -1,3 +1,6 @@
+// Package step holds what one reconcile of a Kro shares between its steps: the Scope the
+// steps fill in order, the Result each returns, the Observation they report into (with its
+// markers) and the status computed from it, and the Clients every step reads with.
 package step
 
 import (
@@ -22,17 +25,17 @@ import (
 type Result int
 
 const (
-	// Proceed: the step is done, the next one may run.
+	// Proceed means the step is done, the next one may run.
 	Proceed Result = iota
-	// Waiting: the step waits for something (input to be fixed, an object to appear,
+	// Waiting means the step waits for something (input to be fixed, an object to appear,
 	// tenants' resources to go); its condition says what. No error, no backoff: a watch,
 	// a recheck (scope.requeue) or the poll brings the Kro back.
 	Waiting
-	// Undecided: the ControlPlane is still being connected, so this reconcile knows less
+	// Undecided means the ControlPlane is still being connected, so this reconcile knows less
 	// than the status already says and leaves it alone. The engagement's outcome brings
 	// the Kro back.
 	Undecided
-	// Finalized: the finalizer is gone, and so is the Kro; there is no status to write.
+	// Finalized means the finalizer is gone, and so is the Kro; there is no status to write.
 	Finalized
 )
 
@@ -128,6 +131,7 @@ type Earlier struct {
 	Repo *sourcev1.OCIRepository
 }
 
+// Found tells whether the earlier provider left a HelmRelease or an OCIRepository.
 func (e *Earlier) Found() bool { return e != nil && (e.Release != nil || e.Repo != nil) }
 
 // Names lists what is left, for messages.

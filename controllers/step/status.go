@@ -314,6 +314,7 @@ func TransitionEvents(old, updated []metav1.Condition) []KroEvent {
 	return out
 }
 
+// FindCondition is the condition of type t, or nil.
 func FindCondition(conds []metav1.Condition, t string) *metav1.Condition {
 	for i := range conds {
 		if conds[i].Type == t {

@@ -128,7 +128,7 @@ func (h *harness) moveFluxShard(ctx context.Context, keys []string) (FluxShardMo
 	mv := FluxShardMove{AddedKey: keys[len(keys)-1]}
 	var moved []*kroRef
 	for _, k := range h.kros {
-		if flux.FluxShardOf(k.object(), keys) == mv.AddedKey {
+		if flux.ShardOf(k.object(), keys) == mv.AddedKey {
 			moved = append(moved, k)
 		}
 	}
@@ -231,7 +231,7 @@ func (h *harness) kroReleases(ctx context.Context) (int, error) {
 func (h *harness) reconciledByShard(keys []string) (map[string]int, int, error) {
 	legit := map[string][]string{}
 	for _, k := range h.kros {
-		legit[k.tenant] = []string{flux.FluxShardOf(k.object(), keys[:len(keys)-1]), flux.FluxShardOf(k.object(), keys)}
+		legit[k.tenant] = []string{flux.ShardOf(k.object(), keys[:len(keys)-1]), flux.ShardOf(k.object(), keys)}
 	}
 	pairs := map[string]*testenv.Flux{"": h.e2e.Flux}
 	for i, k := range keys {

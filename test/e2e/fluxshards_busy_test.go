@@ -117,14 +117,14 @@ func fluxShardMoveDuringUpgradeSpecs(k fluxShardsKit) {
 		for c := 'c'; c <= 'z' && target == nil; c++ {
 			cand := fmt.Sprintf("shard-%c", c)
 			for _, cp := range cps {
-				if flux.FluxShardOf(kroOf(cp), append(append([]string{}, keys...), cand)) == cand {
+				if flux.ShardOf(kroOf(cp), append(append([]string{}, keys...), cand)) == cand {
 					target, newKey = cp, cand
 					break
 				}
 			}
 		}
 		Expect(target).NotTo(BeNil(), "a key among shard-c…shard-z moves a tenant")
-		oldKey := flux.FluxShardOf(kroOf(target), keys)
+		oldKey := flux.ShardOf(kroOf(target), keys)
 		fmt.Fprintf(GinkgoWriter, "%s moves from %s to %s\n", target.Name, oldKey, newKey)
 		var err error
 		measure("fluxshards: shard "+newKey+" up", func() { k.shards[newKey], err = se.StartFluxShard(suiteCtx, newKey) })
@@ -209,7 +209,7 @@ func fluxShardMoveDuringUpgradeSpecs(k fluxShardsKit) {
 				}
 				for _, cp := range cps {
 					if cp != target {
-						g.Expect(k.shardOf(g, cp)).To(Equal(flux.FluxShardOf(kroOf(cp), append(append([]string{}, keys...), newKey))), cp.Name)
+						g.Expect(k.shardOf(g, cp)).To(Equal(flux.ShardOf(kroOf(cp), append(append([]string{}, keys...), newKey))), cp.Name)
 					}
 				}
 			})
