@@ -47,11 +47,11 @@ type KroReconciler struct {
 	// MaxConcurrentReconciles is how many Kros are reconciled at once (default 10).
 	MaxConcurrentReconciles int
 	// AccessGracePeriod is how long a ControlPlane's access must be missing before a
-	// deletion counts the ControlPlane as gone (default DefaultAccessGracePeriod).
+	// deletion counts the ControlPlane as gone (default deletion.DefaultAccessGracePeriod).
 	AccessGracePeriod time.Duration
 	// Shard, under --sharding, says which Kros this replica acts on; nil: all.
 	Shard *sharding.Membership
-	// Earlier reads the earlier provider's Flux objects (EarlierCache); nil: the API
+	// Earlier reads the earlier provider's Flux objects (handover.EarlierCache); nil: the API
 	// server is asked.
 	Earlier client.Reader
 	// AccessMode says where ControlPlane kubeconfigs come from; an earlier AccessRequest
@@ -59,7 +59,7 @@ type KroReconciler struct {
 	AccessMode reach.AccessMode
 
 	// KroTokenLifetime is the lifetime of kro's token for a ControlPlane when kro runs on
-	// a workload cluster (default DefaultKroTokenLifetime).
+	// a workload cluster (default reach.DefaultKroTokenLifetime).
 	KroTokenLifetime time.Duration
 
 	built stepsOnce

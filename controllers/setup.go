@@ -53,7 +53,7 @@ type Options struct {
 	Identity string
 	// AccessGracePeriod is how long a ControlPlane's access (standalone: its kubeconfig
 	// secret) must be missing before a deletion counts the ControlPlane as gone and drops
-	// kro without uninstalling it (default DefaultAccessGracePeriod). Under openmcp the
+	// kro without uninstalling it (default deletion.DefaultAccessGracePeriod). Under openmcp the
 	// ControlPlane's ClusterRequest and Cluster decide instead.
 	AccessGracePeriod time.Duration
 	// Shard, under --sharding, is this replica's membership among those that share the
