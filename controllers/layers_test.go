@@ -5,6 +5,7 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -51,7 +52,7 @@ func TestPackageLayers(t *testing.T) {
 			continue
 		}
 		for _, imp := range imports(t, dir) {
-			if isPure(dir) && (strings.HasPrefix(imp, "sigs.k8s.io/controller-runtime") || strings.HasPrefix(imp, "k8s.io/client-go")) {
+			if slices.Contains(pure, dir) && (strings.HasPrefix(imp, "sigs.k8s.io/controller-runtime") || strings.HasPrefix(imp, "k8s.io/client-go")) {
 				t.Errorf("controllers/%s is pure but imports %s", dir, imp)
 			}
 			other, ok := strings.CutPrefix(imp, controllersPath)
@@ -66,15 +67,6 @@ func TestPackageLayers(t *testing.T) {
 	if len(dirs) < len(layers) {
 		t.Errorf("found %d packages, the table has %d", len(dirs), len(layers))
 	}
-}
-
-func isPure(dir string) bool {
-	for _, p := range pure {
-		if p == dir {
-			return true
-		}
-	}
-	return false
 }
 
 // imports are the import paths of the package's non-test files.

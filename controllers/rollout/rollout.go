@@ -35,11 +35,8 @@ const (
 	defaultFailureThreshold = 1
 )
 
-// maxPlanMessage is the length of a condition message in a status (as the Kro's).
-const maxPlanMessage = 512
-
-// shortMessage cuts s to the length of a condition message.
-func shortMessage(s string) string { return foreign.Text(s, maxPlanMessage) }
+// shortMessage cuts s to the length of a condition message in a status.
+func shortMessage(s string) string { return foreign.Text(s, foreign.StatusMessageMax) }
 
 // View is what the cluster says of a version's Kros.
 type View struct {
