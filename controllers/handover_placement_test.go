@@ -93,8 +93,9 @@ func TestHandOverToAWorkloadClusterUninstallsTheEarlierKroFirst(t *testing.T) {
 		g.Expect(old.DeletionTimestamp).NotTo(BeNil())
 		g.Expect(old.Spec.Suspend).To(BeFalse(), "Flux skips the uninstall of a suspended release")
 	}, timeout, interval).Should(Succeed())
-	k = eventuallyCondition(g, k, v1alpha1.ConditionHelmReleaseReady, metav1.ConditionFalse, v1alpha1.ReasonMovingPlacement,
+	k = eventuallyCondition(g, k, v1alpha1.ConditionEarlierReleaseSuspended, metav1.ConditionFalse, v1alpha1.ReasonMovingPlacement,
 		"uninstalling it through the earlier HelmRelease", "two kros never reconcile")
+	expectLegacy(g, k, v1alpha1.ConditionEarlierReleaseSuspended)
 	g.Expect(condition(k, v1alpha1.ConditionHandOver).Reason).To(Equal(v1alpha1.ReasonHandingOver))
 	eventuallyEvent(g, k, "Normal/"+v1alpha1.ReasonHandingOver, "resumed and deleted the earlier provider's HelmRelease")
 	eventuallyGone(g, controlPlane.Client, e.ImageSecretCopies()[0])
@@ -162,8 +163,9 @@ func TestHelmsServiceAccountIsNotRelabelled(t *testing.T) {
 	url, digest := serveKroChart(t, g)
 	playArtifact(g, k, url, digest)
 
-	k = eventuallyCondition(g, k, v1alpha1.ConditionWorkloadClusterReady, metav1.ConditionFalse, v1alpha1.ReasonOwnershipConflict,
+	k = eventuallyCondition(g, k, v1alpha1.ConditionControlPlanePartsReady, metav1.ConditionFalse, v1alpha1.ReasonOwnershipConflict,
 		"ServiceAccount kro-system/kro of Helm release \"kro\"", "uninstall that release")
+	expectLegacy(g, k, v1alpha1.ConditionControlPlanePartsReady)
 	g.Consistently(func(g Gomega) {
 		expectHelmsOwn(g, helmSA)
 		g.Expect(absent(&helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNamespace(g, k), Name: providerName}})).To(BeTrue())

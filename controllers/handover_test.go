@@ -105,6 +105,7 @@ func TestHandOverFromEarlierProvider(t *testing.T) {
 	}, timeout, interval).Should(Succeed())
 	k = eventuallyCondition(g, k, v1alpha1.ConditionHandOver, metav1.ConditionTrue, v1alpha1.ReasonHandingOver, "stay until it is Ready")
 	eventuallyEvent(g, k, "Normal/"+v1alpha1.ReasonHandingOver, "suspended the earlier provider's HelmRelease")
+	eventuallyCondition(g, k, v1alpha1.ConditionEarlierReleaseSuspended, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, "is suspended")
 
 	// The earlier copy is the provider's now: labelled, the same object.
 	g.Eventually(func(g Gomega) {

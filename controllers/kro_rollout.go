@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/controllers/guard"
 	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/controllers/rollout"
@@ -49,5 +50,7 @@ func (r *versionResolver) observeRolloutHealth(ctx context.Context, s *step.Scop
 		s.Record.Admission.Instances = &counts
 	}
 	s.Obs.RolloutHealth = h
+	s.Obs.Set(v1alpha1.ConditionRolloutHealthObserved, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess,
+		fmt.Sprintf("kro's health in namespace %s on %s is read for the rollout into status.rolloutHealth", s.Site.Namespace, s.Site.Where))
 	return step.Proceed, nil
 }

@@ -23,7 +23,7 @@ type kroSteps struct {
 	version   *versionResolver
 	secrets   *pullsecrets.Copier
 	flux      *flux.Applier
-	placement *placement.Placer
+	placement *placement.Steps
 	handOver  *handover.Taker
 	deletion  *deletion.Remover
 	watches   *kroWatches
@@ -41,15 +41,14 @@ func (r *KroReconciler) steps() *kroSteps {
 		c := step.Clients{Onboarding: r.Onboarding, Platform: r.Platform, PlatformReader: r.PlatformReader, ControlPlanes: r.ControlPlanes,
 			Recorder: r.Recorder, ProviderName: r.ProviderName, PodNamespace: r.PodNamespace, AccessMode: r.AccessMode}
 		s := &kroSteps{
-			version:   &versionResolver{Clients: c},
-			secrets:   &pullsecrets.Copier{Clients: c},
-			flux:      &flux.Applier{Clients: c},
-			placement: &placement.Placer{Clients: c, KroTokenLifetime: r.KroTokenLifetime},
-			handOver:  &handover.Taker{Clients: c, Earlier: r.Earlier},
-			deletion:  &deletion.Remover{Clients: c, AccessGracePeriod: r.AccessGracePeriod},
-			watches:   &kroWatches{Clients: c, Shard: r.Shard},
+			version:  &versionResolver{Clients: c},
+			secrets:  &pullsecrets.Copier{Clients: c},
+			flux:     &flux.Applier{Clients: c},
+			handOver: &handover.Taker{Clients: c, Earlier: r.Earlier},
+			deletion: &deletion.Remover{Clients: c, AccessGracePeriod: r.AccessGracePeriod},
+			watches:  &kroWatches{Clients: c, Shard: r.Shard},
 		}
-		s.placement.Secrets = s.secrets
+		s.placement = placement.New(c, s.secrets, r.KroTokenLifetime)
 		s.deletion.HandOver, s.deletion.Placement, s.deletion.Secrets = s.handOver, s.placement, s.secrets
 		r.built.steps = s
 	})

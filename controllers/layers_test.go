@@ -20,8 +20,8 @@ var layers = map[string]int{
 	"step":        3,
 	"flux":        4,
 	"pullsecrets": 5, "handover": 5,
-	"placement": 6,
-	"deletion":  7,
+	"placement": 6, "placement/credentialtest": 6,
+	"deletion": 7,
 }
 
 // pure are the packages that read no cluster: no client of any kind.

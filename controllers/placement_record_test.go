@@ -15,6 +15,7 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/controllers/owned"
+	"github.com/openmcp-project/service-provider-kro/controllers/placement/credentialtest"
 	"github.com/openmcp-project/service-provider-kro/controllers/reach"
 )
 
@@ -64,8 +65,8 @@ func readyWorkloadKro(t *testing.T, g Gomega, ns, name string) *workloadKro {
 	g.Expect(got.Status.Placement).To(Equal(v1alpha1.PlacementWorkloadCluster))
 	workloadNS, err := reach.WorkloadNamespace(client.ObjectKeyFromObject(k))
 	g.Expect(err).NotTo(HaveOccurred())
-	token := string(getCredential(g, bareControlPlane.Client, workloadNS).Data[owned.KroCredentialTokenKey])
-	_, err = whoAmI(ctx, tokenConfig(token))
+	token := string(credentialtest.Get(g, bareControlPlane.Client, workloadNS).Data[owned.KroCredentialTokenKey])
+	_, err = credentialtest.WhoAmI(ctx, tokenConfig(token))
 	g.Expect(err).NotTo(HaveOccurred(), "kro's token works on the ControlPlane")
 	return &workloadKro{kro: k, version: wl, namespace: workloadNS, token: token}
 }
@@ -95,9 +96,9 @@ func (w *workloadKro) expectWorkloadSideGone(g Gomega) {
 	g.Expect(controlPlane.Client.List(ctx, &roles, labels)).To(Succeed())
 	g.Expect(roles.Items).To(BeEmpty())
 	g.Eventually(func() bool {
-		_, err := whoAmI(ctx, tokenConfig(w.token))
+		_, err := credentialtest.WhoAmI(ctx, tokenConfig(w.token))
 		return apierrors.IsUnauthorized(err)
-	}, revocationTimeout, interval).Should(BeTrue(), "kro's token is revoked")
+	}, credentialtest.RevocationTimeout, interval).Should(BeTrue(), "kro's token is revoked")
 }
 
 // switchVersion points the Kro at another version.
@@ -158,7 +159,7 @@ func TestInterruptedMoveCleansUpTheOldSide(t *testing.T) {
 	t.Log("the version moves to the ControlPlane: the HelmRelease is deleted, Flux uninstalls")
 	w.version.Placement = v1alpha1.PlacementControlPlane
 	offerVersion(g, w.version)
-	eventuallyCondition(g, k, v1alpha1.ConditionHelmReleaseReady, metav1.ConditionFalse, v1alpha1.ReasonMovingPlacement)
+	expectLegacy(g, eventuallyCondition(g, k, v1alpha1.ConditionPlacementMoved, metav1.ConditionFalse, v1alpha1.ReasonMovingPlacement), v1alpha1.ConditionPlacementMoved)
 	g.Expect(getHelmRelease(g, k).DeletionTimestamp).NotTo(BeNil())
 
 	t.Log("the ControlPlane hibernates before the uninstall is done")

@@ -56,6 +56,7 @@ func TestRolloutFailsAKroWhoseInstanceTurnsNotReady(t *testing.T) {
 	}, timeout, interval).Should(Succeed())
 	g.Expect(getHelmRelease(g, first).Annotations[v1alpha1.AnnotationRolloutAdmission]).To(ContainSubstring(`"instances"`),
 		"the baseline is recorded on the HelmRelease, to survive a lost status")
+	eventuallyCondition(g, first, v1alpha1.ConditionRolloutHealthObserved, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, "status.rolloutHealth")
 
 	// kro's upgrade leaves the instance not Ready; helm-controller reports the upgrade done.
 	setInstanceReady(g, controlPlane.Client, instance, metav1.ConditionFalse, "ResourcesNotReady")

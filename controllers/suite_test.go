@@ -345,6 +345,16 @@ func condition(k *v1alpha1.Kro, t string) *metav1.Condition {
 	return meta.FindStatusCondition(k.Status.Conditions, t)
 }
 
+// expectLegacy checks that the legacy condition of a step's own condition carries the same
+// status, reason and message (v1alpha1.LegacyConditionOf).
+func expectLegacy(g Gomega, k *v1alpha1.Kro, stepCondition string) {
+	own, legacy := condition(k, stepCondition), condition(k, v1alpha1.LegacyConditionOf(stepCondition))
+	g.Expect(own).NotTo(BeNil(), stepCondition)
+	g.Expect(legacy).NotTo(BeNil(), "legacy of %s", stepCondition)
+	g.Expect([]string{string(legacy.Status), legacy.Reason, legacy.Message}).To(Equal([]string{string(own.Status), own.Reason, own.Message}),
+		"%s carries what %s reports", legacy.Type, stepCondition)
+}
+
 // eventuallyCondition waits until the Kro's condition has the status and reason and its
 // message contains every given part.
 func eventuallyCondition(g Gomega, k *v1alpha1.Kro, t string, status metav1.ConditionStatus, reason string, parts ...string) *v1alpha1.Kro {

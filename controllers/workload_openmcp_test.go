@@ -25,6 +25,7 @@ import (
 	"github.com/openmcp-project/service-provider-kro/clusters"
 	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/controllers/placement"
+	"github.com/openmcp-project/service-provider-kro/controllers/placement/credentialtest"
 	"github.com/openmcp-project/service-provider-kro/controllers/reach"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
@@ -74,9 +75,9 @@ func TestKroCredentialFromGrant(t *testing.T) {
 	g.Expect(secret.Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationTokenExpires, req.Status.ExpirationTimestamp.UTC().Format(time.RFC3339)))
 	g.Expect(secret.Data[owned.KroCredentialCAKey]).To(Equal(cp.Config.CAData))
 	g.Expect(bytes.Contains(secret.Data[owned.KubeconfigKey], []byte(req.Status.Token))).To(BeFalse(), "the kubeconfig only names the token file")
-	cfg, err := clientcmd.BuildConfigFromFlags("", writeCredentialFiles(g, t.TempDir(), secret.Data))
+	cfg, err := clientcmd.BuildConfigFromFlags("", credentialtest.WriteFiles(g, t.TempDir(), secret.Data))
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(whoAmI(ctx, cfg)).To(Equal("system:serviceaccount:default:granted-kro"))
+	g.Expect(credentialtest.WhoAmI(ctx, cfg)).To(Equal("system:serviceaccount:default:granted-kro"))
 
 	t.Run("a grant without its times is still copied, without an expiry", func(t *testing.T) {
 		g := NewWithT(t)

@@ -16,6 +16,7 @@ import (
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/controllers/owned"
+	"github.com/openmcp-project/service-provider-kro/controllers/placement/credentialtest"
 	"github.com/openmcp-project/service-provider-kro/controllers/reach"
 )
 
@@ -46,11 +47,12 @@ func TestForeignKroCredentialIsAConflict(t *testing.T) {
 	}
 
 	k, _ := placeWorkloadKro(t, g, ns, name)
-	got := eventuallyCondition(g, k, v1alpha1.ConditionWorkloadClusterReady, metav1.ConditionFalse, v1alpha1.ReasonOwnershipConflict,
+	got := eventuallyCondition(g, k, v1alpha1.ConditionKroCredentialReady, metav1.ConditionFalse, v1alpha1.ReasonOwnershipConflict,
 		"secret "+workloadNS+"/"+owned.KroCredentialSecretName+" on the workload cluster was not created by the provider", "delete that secret or move it elsewhere")
+	expectLegacy(g, got, v1alpha1.ConditionKroCredentialReady)
 	g.Expect(condition(got, v1alpha1.ConditionReady).Reason).To(Equal(v1alpha1.ReasonOwnershipConflict))
 	g.Expect(condition(got, v1alpha1.ConditionWorkloadClusterReady).Message).NotTo(ContainSubstring("theirs"), "no secret content in messages")
-	eventuallyEvent(g, k, "Warning/"+v1alpha1.ReasonOwnershipConflict, workloadNS+"/"+owned.KroCredentialSecretName)
+	eventuallyEvent(g, k, "Warning/"+v1alpha1.ReasonOwnershipConflict+": "+v1alpha1.ConditionKroCredentialReady+": ", workloadNS+"/"+owned.KroCredentialSecretName)
 	g.Consistently(untouched, time.Second, 200*time.Millisecond).Should(Succeed())
 	g.Expect(getHelmReleaseIfAny(g, k)).To(BeNil(), "kro is not installed to mount someone else's secret")
 
@@ -138,12 +140,12 @@ func TestWorkloadClusterSwitchCleansUpTheFirst(t *testing.T) {
 	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "kro's credential on the first workload cluster: %v", err)
 	finalizeNamespace(g, bareControlPlane.Client, w.namespace)
 	g.Eventually(func() bool {
-		_, err := whoAmI(ctx, tokenConfig(w.token))
+		_, err := credentialtest.WhoAmI(ctx, tokenConfig(w.token))
 		return apierrors.IsUnauthorized(err)
-	}, revocationTimeout, interval).Should(BeTrue(), "the first cluster's token is revoked")
+	}, credentialtest.RevocationTimeout, interval).Should(BeTrue(), "the first cluster's token is revoked")
 
 	t.Log("kro runs on the second workload cluster")
-	g.Eventually(func(g Gomega) { getCredential(g, second.Client, w.namespace) }, timeout, interval).Should(Succeed())
+	g.Eventually(func(g Gomega) { credentialtest.Get(g, second.Client, w.namespace) }, timeout, interval).Should(Succeed())
 	fluxReady(g, getHelmRelease(g, k), metav1.ConditionTrue, "Helm install succeeded")
 	eventuallyCondition(g, k, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess)
 	eventuallyCondition(g, k, v1alpha1.ConditionWorkloadClusterReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, "secret "+tenant+"/a-workload")

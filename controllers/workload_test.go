@@ -82,7 +82,8 @@ func TestWorkloadPlacement(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "workload-access", Namespace: tenant, Labels: map[string]string{v1alpha1.LabelWorkloadClusterKubeconfig: "true"}},
 		Data:       map[string][]byte{owned.KubeconfigKey: bareControlPlane.Kubeconfig},
 	})).To(Succeed())
-	eventuallyCondition(g, k, v1alpha1.ConditionWorkloadClusterReady, metav1.ConditionFalse, v1alpha1.ReasonReconciling, "waiting for source-controller")
+	expectLegacy(g, eventuallyCondition(g, k, v1alpha1.ConditionControlPlanePartsReady, metav1.ConditionFalse, v1alpha1.ReasonReconciling, "waiting for source-controller"),
+		v1alpha1.ConditionControlPlanePartsReady)
 	workloadNS, err := reach.WorkloadNamespace(client.ObjectKeyFromObject(k))
 	g.Expect(err).NotTo(HaveOccurred())
 	copied := &corev1.Secret{}
@@ -92,6 +93,8 @@ func TestWorkloadPlacement(t *testing.T) {
 	url, digest := serveKroChart(t, g)
 	playArtifact(g, k, url, digest)
 	eventuallyCondition(g, k, v1alpha1.ConditionWorkloadClusterReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, workloadNS)
+	eventuallyCondition(g, k, v1alpha1.ConditionControlPlanePartsReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, "applied to the ControlPlane")
+	eventuallyCondition(g, k, v1alpha1.ConditionKroCredentialReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, workloadNS+"/"+owned.KroCredentialSecretName)
 
 	t.Log("kro's RBAC from the chart, bound to kro's own service account, is on the ControlPlane")
 	var roles rbacv1.ClusterRoleBindingList

@@ -1,8 +1,9 @@
 package v1alpha1
 
-// Condition types of a Kro besides ConditionReady. Each reconcile sets every one of them:
-// a step that did not run leaves its condition Unknown with ReasonNotChecked and a
-// message that says why. docs/api.md lists them with their reasons.
+// Condition types of a Kro besides ConditionReady. Each reconcile sets every one of them
+// but the occasional ones, which are present only while their situation lasts: a step
+// that did not run leaves its condition Unknown with ReasonNotChecked and a message that
+// says why. docs/api.md lists them with their reasons.
 const (
 	// ConditionVersionResolved: the requested version is on offer in the ProviderConfig.
 	ConditionVersionResolved = "VersionResolved"
@@ -13,9 +14,18 @@ const (
 	// ConditionControlPlaneAccessReady: the ControlPlane can be reached.
 	ConditionControlPlaneAccessReady = "ControlPlaneAccessReady"
 	// ConditionWorkloadClusterReady, only for a version placed on a WorkloadCluster: the
-	// workload cluster can be reached, and kro's CRDs, RBAC and credential are in place on
-	// the ControlPlane.
+	// workload cluster can be reached. It used to report kro's CRDs, RBAC and credential
+	// on the ControlPlane too; these have conditions of their own now, and
+	// WorkloadClusterReady still turns False with their reason and message when one of
+	// them does (see LegacyConditionOf).
 	ConditionWorkloadClusterReady = "WorkloadClusterReady"
+	// ConditionControlPlanePartsReady, only for a version placed on a WorkloadCluster:
+	// kro's CRDs, RBAC and service account from the chart are applied to the ControlPlane.
+	ConditionControlPlanePartsReady = "ControlPlanePartsReady"
+	// ConditionKroCredentialReady, only for a version placed on a WorkloadCluster: kro's
+	// own credential for the ControlPlane is current in the tenant's namespace on the
+	// workload cluster.
+	ConditionKroCredentialReady = "KroCredentialReady"
 	// ConditionHelmReleaseReady: the HelmRelease is Ready with the requested chart installed.
 	ConditionHelmReleaseReady = "HelmReleaseReady"
 	// ConditionResourceGraphDefinitionsReady sums up the tenant's RGDs on the ControlPlane.
@@ -31,7 +41,34 @@ const (
 	// exists, so that one glance tells why two providers' objects are in the tenant
 	// namespace. It does not take part in Ready.
 	ConditionHandOver = "HandOver"
+	// ConditionPlacementMoved is present only while kro moves between the ControlPlane
+	// and a workload cluster: False with ReasonMovingPlacement until Flux has uninstalled
+	// kro from the side it leaves and the provider has cleaned that side up.
+	ConditionPlacementMoved = "PlacementMoved"
+	// ConditionEarlierReleaseSuspended is present only while the earlier provider's
+	// HelmRelease exists for this Kro: True once it is suspended, so that it no longer
+	// acts on the ControlPlane.
+	ConditionEarlierReleaseSuspended = "EarlierReleaseSuspended"
+	// ConditionRolloutHealthObserved is present only while a rollout gates the Kro: True
+	// when kro's health on the ControlPlane was read into status.rolloutHealth.
+	ConditionRolloutHealthObserved = "RolloutHealthObserved"
 )
+
+// LegacyConditionOf names, for a condition that a step got of its own, the condition
+// that reported that step before ("" for any other). A step's condition that is not True
+// sets the legacy condition to the same status, reason and message, so that clients
+// reading only the older conditions (and Ready) see what they saw before.
+func LegacyConditionOf(condType string) string {
+	switch condType {
+	case ConditionControlPlanePartsReady, ConditionKroCredentialReady:
+		return ConditionWorkloadClusterReady
+	case ConditionRolloutHealthObserved:
+		return ConditionControlPlaneAccessReady
+	case ConditionPlacementMoved, ConditionEarlierReleaseSuspended:
+		return ConditionHelmReleaseReady
+	}
+	return ""
+}
 
 // The ProviderConfig has one condition, ConditionReady: True (ReasonReconcileSuccess)
 // when every version's pull secrets exist in the provider's namespace with type

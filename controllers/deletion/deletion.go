@@ -36,7 +36,7 @@ import (
 type Remover struct {
 	step.Clients
 	HandOver          *handover.Taker
-	Placement         *placement.Placer
+	Placement         *placement.Steps
 	Secrets           *pullsecrets.Copier
 	AccessGracePeriod time.Duration
 }
@@ -56,7 +56,7 @@ func (r *Remover) ReconcileDelete(ctx context.Context, s *step.Scope) (step.Resu
 	hr, err := r.ownRelease(ctx, s)
 	if err == nil {
 		// What the HelmRelease installs is what the clean-up after it removes.
-		err = r.Placement.RecordReleasePlacement(ctx, s, hr)
+		err = r.Placement.Move.RecordReleasePlacement(ctx, s, hr)
 	}
 	if err == nil {
 		hr, err = r.HandOver.EarlierReleaseForDeletion(ctx, s, hr)
@@ -75,7 +75,7 @@ func (r *Remover) ReconcileDelete(ctx context.Context, s *step.Scope) (step.Resu
 	if res, err := r.guardDeletion(ctx, s, hr); res != step.Proceed || err != nil {
 		return res, err
 	}
-	if res, err := r.Placement.LeaveSwitchedWorkloadCluster(ctx, s, hr); res != step.Proceed || err != nil {
+	if res, err := r.Placement.Workload.LeaveSwitchedWorkloadCluster(ctx, s, hr); res != step.Proceed || err != nil {
 		return res, err
 	}
 	return step.Waiting, r.deleteRelease(ctx, s, hr)
@@ -187,7 +187,7 @@ func (r *Remover) finishDeletion(ctx context.Context, s *step.Scope) (step.Resul
 	if err := r.removeLeftovers(ctx, s, access); err != nil {
 		return step.Proceed, err
 	}
-	if res, err := r.Placement.RemoveWorkloadLeftovers(ctx, s, access); res != step.Proceed || err != nil {
+	if res, err := r.Placement.Cleanup.RemoveWorkloadLeftovers(ctx, s, access); res != step.Proceed || err != nil {
 		return res, err
 	}
 	if released, err := r.ControlPlanes.Release(ctx, s.Kro); err != nil || !released {

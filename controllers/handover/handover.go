@@ -126,12 +126,14 @@ func (r *Taker) SuspendEarlier(ctx context.Context, s *step.Scope) (step.Result,
 	if earlierUninstallsFirst(s) {
 		return r.uninstallEarlierFirst(ctx, s)
 	}
-	if s.Earlier.Release.Spec.Suspend {
+	hr := s.Earlier.Release
+	suspended := fmt.Sprintf("the earlier provider's HelmRelease %s/%s is suspended: only the provider's HelmRelease drives the Helm release %s", hr.Namespace, hr.Name, owned.ReleaseName)
+	if hr.Spec.Suspend {
+		s.Obs.Set(v1alpha1.ConditionEarlierReleaseSuspended, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, suspended)
 		return step.Proceed, nil
 	}
-	hr := s.Earlier.Release
 	if meta.IsStatusConditionTrue(hr.Status.Conditions, fluxmeta.ReconcilingCondition) {
-		s.Obs.Set(v1alpha1.ConditionHelmReleaseReady, metav1.ConditionUnknown, v1alpha1.ReasonReconciling, fmt.Sprintf(
+		s.Obs.Set(v1alpha1.ConditionEarlierReleaseSuspended, metav1.ConditionUnknown, v1alpha1.ReasonReconciling, fmt.Sprintf(
 			"waiting for Flux to finish its work on the earlier provider's HelmRelease %s/%s before suspending it", hr.Namespace, hr.Name))
 		s.Requeue(handOverRecheck)
 		return step.Waiting, nil
@@ -142,6 +144,7 @@ func (r *Taker) SuspendEarlier(ctx context.Context, s *step.Scope) (step.Result,
 	r.Recorder.Eventf(s.Kro, nil, corev1.EventTypeNormal, v1alpha1.ReasonHandingOver, "HandOver",
 		"suspended the earlier provider's HelmRelease %s/%s, so that only the provider's HelmRelease drives the Helm release %s in %s on the ControlPlane; it takes the release over in place, without an uninstall",
 		hr.Namespace, hr.Name, owned.ReleaseName, owned.KroNamespace)
+	s.Obs.Set(v1alpha1.ConditionEarlierReleaseSuspended, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, suspended)
 	return step.Proceed, nil
 }
 

@@ -44,7 +44,7 @@ func (r *Taker) uninstallEarlierFirst(ctx context.Context, s *step.Scope) (step.
 	hr := s.Earlier.Release
 	if hr.DeletionTimestamp.IsZero() {
 		if meta.IsStatusConditionTrue(hr.Status.Conditions, fluxmeta.ReconcilingCondition) {
-			s.Obs.Set(v1alpha1.ConditionHelmReleaseReady, metav1.ConditionUnknown, v1alpha1.ReasonReconciling, fmt.Sprintf(
+			s.Obs.Set(v1alpha1.ConditionEarlierReleaseSuspended, metav1.ConditionUnknown, v1alpha1.ReasonReconciling, fmt.Sprintf(
 				"waiting for Flux to finish its work on the earlier provider's HelmRelease %s/%s before deleting it to uninstall kro from the ControlPlane", hr.Namespace, hr.Name))
 			s.Requeue(handOverRecheck)
 			return step.Waiting, nil
@@ -69,7 +69,7 @@ func (r *Taker) uninstallEarlierFirst(ctx context.Context, s *step.Scope) (step.
 	}
 	msg := fmt.Sprintf("kro moves from the earlier provider's installation in %s on the ControlPlane to the workload cluster: Flux is uninstalling it through the earlier HelmRelease %s/%s (deleted at %s), so that two kros never reconcile the ControlPlane at once; ResourceGraphDefinitions, their CRDs and instances stay. %s",
 		owned.KroNamespace, hr.Namespace, hr.Name, hr.DeletionTimestamp.UTC().Format(time.RFC3339), flux.UninstallNote(hr))
-	s.Obs.Set(v1alpha1.ConditionHelmReleaseReady, metav1.ConditionFalse, v1alpha1.ReasonMovingPlacement, msg)
+	s.Obs.Set(v1alpha1.ConditionEarlierReleaseSuspended, metav1.ConditionFalse, v1alpha1.ReasonMovingPlacement, msg)
 	s.Obs.Set(v1alpha1.ConditionHandOver, metav1.ConditionTrue, v1alpha1.ReasonHandingOver, msg)
 	return step.Waiting, nil
 }

@@ -85,14 +85,26 @@ var artifactClient = &http.Client{Timeout: time.Minute}
 
 // ReconcileControlPlaneParts applies kro's CRDs, RBAC and service account to the
 // ControlPlane of a Kro placed on a workload cluster, from the chart of its
-// OCIRepository, and keeps what the chart offers (s.chartExtras) for the HelmRelease.
-func (r *Placer) ReconcileControlPlaneParts(ctx context.Context, s *step.Scope) (step.Result, error) {
+// OCIRepository, and keeps what the chart offers (s.chartExtras) for the HelmRelease. It
+// reports under ControlPlanePartsReady.
+func (r *Parts) ReconcileControlPlaneParts(ctx context.Context, s *step.Scope) (step.Result, error) {
 	if s.Workload == nil {
 		return step.Proceed, nil
 	}
+	res, err := r.reconcileControlPlaneParts(ctx, s)
+	if res == step.Proceed && err == nil {
+		s.Obs.Set(v1alpha1.ConditionControlPlanePartsReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, fmt.Sprintf(
+			"kro's CRDs, RBAC and service account from chart %s:%s are applied to the ControlPlane", versions.ChartURL(s.Version), s.Version.ChartVersion))
+	}
+	return res, err
+}
+
+// reconcileControlPlaneParts applies the parts when the chart or the values changed, or
+// when they are due again.
+func (r *Parts) reconcileControlPlaneParts(ctx context.Context, s *step.Scope) (step.Result, error) {
 	artifact := s.Repo.Status.Artifact
 	if artifact == nil || artifact.URL == "" || !strings.HasPrefix(artifact.Revision, s.Version.ChartVersion+"@") {
-		s.Obs.Set(v1alpha1.ConditionWorkloadClusterReady, metav1.ConditionFalse, v1alpha1.ReasonReconciling,
+		s.Obs.Set(v1alpha1.ConditionControlPlanePartsReady, metav1.ConditionFalse, v1alpha1.ReasonReconciling,
 			fmt.Sprintf("waiting for source-controller to fetch chart %s:%s: kro's CRDs and RBAC for the ControlPlane come from it", versions.ChartURL(s.Version), s.Version.ChartVersion))
 		return step.Waiting, nil
 	}
@@ -118,7 +130,7 @@ func (r *Placer) ReconcileControlPlaneParts(ctx context.Context, s *step.Scope) 
 	if what, err := handover.HelmOwnedOnControlPlane(ctx, s.Access.Reader, parts.Objects()); err != nil {
 		return step.Proceed, err
 	} else if what != "" {
-		s.Obs.OwnershipConflict(v1alpha1.ConditionWorkloadClusterReady, fmt.Sprintf(
+		s.Obs.OwnershipConflict(v1alpha1.ConditionControlPlanePartsReady, fmt.Sprintf(
 			"%s is on the ControlPlane: a kro installed there by Helm, which the provider neither labels nor deletes; uninstall that release (or delete the object if nobody needs it) so that kro can run on the workload cluster alone", what))
 		s.Requeue(handover.HelmConflictRecheck) // kro's objects on the ControlPlane are not watched
 		return step.Waiting, nil
@@ -137,7 +149,7 @@ func (r *Placer) ReconcileControlPlaneParts(ctx context.Context, s *step.Scope) 
 // which the RBAC binds, comes with its credential (kro_credential.go). Where openmcp
 // grants kro its access, openmcp binds kro's ClusterRoles, so the chart's bindings are
 // left out (requestKroAccess).
-func (r *Placer) applyParts(ctx context.Context, s *step.Scope, parts *chartparts.Parts) error {
+func (r *Parts) applyParts(ctx context.Context, s *step.Scope, parts *chartparts.Parts) error {
 	c := s.Access.Client
 	granted := r.ControlPlanes.KroAccess() != nil
 	for _, o := range parts.Objects() { // the Kro's own copy (chartparts.Cache.Get)
@@ -168,7 +180,7 @@ func (r *Placer) applyParts(ctx context.Context, s *step.Scope, parts *chartpart
 // requestKroAccess asks openmcp for kro's own access to the ControlPlane, bound to the
 // ClusterRoles the chart binds to kro, where openmcp grants it. kro's lease lives in
 // kro-system on the ControlPlane, which is made when missing, as Flux would make it.
-func (r *Placer) requestKroAccess(ctx context.Context, s *step.Scope, parts *chartparts.Parts) error {
+func (r *Parts) requestKroAccess(ctx context.Context, s *step.Scope, parts *chartparts.Parts) error {
 	access := r.ControlPlanes.KroAccess()
 	if access == nil {
 		return nil

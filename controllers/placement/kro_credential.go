@@ -252,7 +252,7 @@ func reportCredentialConflict(s *step.Scope, err error) bool {
 	if !errors.As(err, &conflict) {
 		return false
 	}
-	s.Obs.OwnershipConflict(v1alpha1.ConditionWorkloadClusterReady, conflict.msg)
+	s.Obs.OwnershipConflict(v1alpha1.ConditionKroCredentialReady, conflict.msg)
 	return true
 }
 

@@ -19,7 +19,7 @@ import (
 )
 
 // withdrawKroAccess withdraws kro's own access to the ControlPlane where openmcp granted it.
-func (r *Placer) withdrawKroAccess(ctx context.Context, s *step.Scope) error {
+func (r *Cleanup) withdrawKroAccess(ctx context.Context, s *step.Scope) error {
 	access := r.ControlPlanes.KroAccess()
 	if access == nil {
 		return nil
@@ -32,7 +32,7 @@ func (r *Placer) withdrawKroAccess(ctx context.Context, s *step.Scope) error {
 // that names the token and CA files beside it), so that a token openmcp rotates reaches
 // kro without a restart. It is copied again when openmcp's secret changes, which the
 // access cache's watch of secrets' metadata reports.
-func (r *Placer) copyKroGrant(ctx context.Context, s *step.Scope, access reach.KroAccess) (step.Result, error) {
+func (r *Credential) copyKroGrant(ctx context.Context, s *step.Scope, access reach.KroAccess) (step.Result, error) {
 	key := client.ObjectKeyFromObject(s.Kro)
 	workload := liveOnMiss{Client: s.Workload.Cluster.GetClient(), live: s.Workload.Cluster.GetAPIReader()}
 	current, err := currentKroCredential(ctx, workload, s.Kro, r.ProviderName, s.Workload.Namespace)
@@ -49,10 +49,10 @@ func (r *Placer) copyKroGrant(ctx context.Context, s *step.Scope, access reach.K
 	grant, version, err := access.Granted(ctx, key, known)
 	if na, ok := reach.AsNotAvailable(err); ok {
 		if na.Missing {
-			r.applied.forget(key) // the next reconcile renders the chart and asks again
+			r.parts.applied.forget(key) // the next reconcile renders the chart and asks again
 			s.Requeue(time.Second)
 		}
-		s.Obs.Set(v1alpha1.ConditionWorkloadClusterReady, metav1.ConditionFalse, na.ConditionReason(), "kro's own access to the ControlPlane: "+na.Message)
+		s.Obs.Set(v1alpha1.ConditionKroCredentialReady, metav1.ConditionFalse, na.ConditionReason(), "kro's own access to the ControlPlane: "+na.Message)
 		return step.Waiting, nil
 	}
 	if err != nil || grant == nil {
@@ -123,7 +123,7 @@ func grantedBy(w *reach.WorkloadClusterAccess) string {
 // ObserveWorkloadCluster reaches the workload cluster of a version placed on one and
 // sets where kro runs. For a version placed on the ControlPlane, kro runs there, and a
 // workload cluster engaged for the Kro before is let go.
-func (r *Placer) ObserveWorkloadCluster(ctx context.Context, s *step.Scope) (step.Result, error) {
+func (r *Workload) ObserveWorkloadCluster(ctx context.Context, s *step.Scope) (step.Result, error) {
 	if v1alpha1.PlacementOf(s.Version) != v1alpha1.PlacementWorkloadCluster {
 		r.ControlPlanes.DisengageWorkloadCluster(ctx, client.ObjectKeyFromObject(s.Kro))
 		s.Site = reach.ControlPlaneSite(s.Access)
@@ -151,14 +151,29 @@ func (r *Placer) ObserveWorkloadCluster(ctx context.Context, s *step.Scope) (ste
 
 // ReconcileKroCredential keeps kro's own credential for the ControlPlane in the tenant's
 // namespace on the workload cluster, and brings the Kro back when it is due for rotation.
-func (r *Placer) ReconcileKroCredential(ctx context.Context, s *step.Scope) (step.Result, error) {
+// It reports under KroCredentialReady.
+func (r *Credential) ReconcileKroCredential(ctx context.Context, s *step.Scope) (step.Result, error) {
 	if s.Workload == nil {
 		return step.Proceed, nil
 	}
+	res, err := r.reconcileKroCredential(ctx, s)
+	if res == step.Proceed && err == nil {
+		how := "the provider issues it for service account " + owned.KroServiceAccount.String()
+		if r.ControlPlanes.KroAccess() != nil {
+			how = "copied from the access openmcp grants kro"
+		}
+		s.Obs.Set(v1alpha1.ConditionKroCredentialReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, fmt.Sprintf(
+			"kro's credential for the ControlPlane is current in secret %s/%s on the workload cluster (%s)", s.Workload.Namespace, owned.KroCredentialSecretName, how))
+	}
+	return res, err
+}
+
+// reconcileKroCredential copies openmcp's grant, or issues a token of its own.
+func (r *Credential) reconcileKroCredential(ctx context.Context, s *step.Scope) (step.Result, error) {
 	if access := r.ControlPlanes.KroAccess(); access != nil {
 		return r.copyKroGrant(ctx, s, access)
 	}
-	lifetime := r.KroTokenLifetime
+	lifetime := r.tokenLifetime
 	if lifetime <= 0 {
 		lifetime = reach.DefaultKroTokenLifetime
 	}

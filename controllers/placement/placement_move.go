@@ -1,6 +1,3 @@
-// Package placement puts kro where its version places it (kro-system on the ControlPlane,
-// or the tenant's namespace on a workload cluster), moves it between the two, and cleans up
-// after it. Placer holds the steps.
 package placement
 
 import (
@@ -15,10 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
-	"github.com/openmcp-project/service-provider-kro/controllers/chartparts"
 	"github.com/openmcp-project/service-provider-kro/controllers/flux"
 	"github.com/openmcp-project/service-provider-kro/controllers/owned"
-	"github.com/openmcp-project/service-provider-kro/controllers/pullsecrets"
 	"github.com/openmcp-project/service-provider-kro/controllers/reach"
 	"github.com/openmcp-project/service-provider-kro/controllers/step"
 )
@@ -43,19 +38,8 @@ import (
 // version. A revert during the first half installs kro where it was, once the uninstall
 // is done.
 
-// Placer puts kro where its version places it, moves it, and cleans up after it.
-type Placer struct {
-	step.Clients
-	Secrets          *pullsecrets.Copier
-	KroTokenLifetime time.Duration
-	// charts renders kro's chart for the ControlPlanes of Kros on workload clusters, and
-	// applied remembers what was applied there (controlplane_parts.go).
-	charts  chartparts.Cache
-	applied appliedParts
-}
-
 // MovePlacement runs the move when the version places kro elsewhere than where it is.
-func (r *Placer) MovePlacement(ctx context.Context, s *step.Scope) (step.Result, error) {
+func (r *Mover) MovePlacement(ctx context.Context, s *step.Scope) (step.Result, error) {
 	hr := &helmv2.HelmRelease{}
 	switch err := r.Platform.Get(ctx, client.ObjectKey{Namespace: s.TenantNamespace, Name: owned.FluxObjectName(r.ProviderName)}, hr); {
 	case apierrors.IsNotFound(err):
@@ -82,7 +66,7 @@ func (r *Placer) MovePlacement(ctx context.Context, s *step.Scope) (step.Result,
 			"moving kro from %s to %s: Flux uninstalls it from %s first", placementWhere(from), placementWhere(to), placementWhere(from))
 		hr.DeletionTimestamp = &metav1.Time{Time: time.Now()}
 	}
-	s.Obs.Set(v1alpha1.ConditionHelmReleaseReady, metav1.ConditionFalse, v1alpha1.ReasonMovingPlacement, fmt.Sprintf(
+	s.Obs.Set(v1alpha1.ConditionPlacementMoved, metav1.ConditionFalse, v1alpha1.ReasonMovingPlacement, fmt.Sprintf(
 		"moving kro from %s to %s: Flux is uninstalling kro from %s (HelmRelease %s/%s deleted at %s), so that two kros never reconcile the ControlPlane at once; ResourceGraphDefinitions, their CRDs and instances stay. %s",
 		placementWhere(from), placementWhere(to), placementWhere(from), hr.Namespace, hr.Name, hr.DeletionTimestamp.UTC().Format(time.RFC3339), flux.UninstallNote(hr)))
 	return step.Waiting, nil
@@ -91,7 +75,7 @@ func (r *Placer) MovePlacement(ctx context.Context, s *step.Scope) (step.Result,
 // leaveOldPlacement removes what the provider made for kro on the side it left, once no
 // HelmRelease is left; status.placement, the record of that side (placement_record.go),
 // names it until then, and the version's placement from then on.
-func (r *Placer) leaveOldPlacement(ctx context.Context, s *step.Scope) (step.Result, error) {
+func (r *Mover) leaveOldPlacement(ctx context.Context, s *step.Scope) (step.Result, error) {
 	from, to := s.Kro.Status.Placement, v1alpha1.PlacementOf(s.Version)
 	res, err := r.leavePlacement(ctx, s, from, to)
 	if res != step.Proceed || err != nil {
@@ -102,25 +86,25 @@ func (r *Placer) leaveOldPlacement(ctx context.Context, s *step.Scope) (step.Res
 
 // leavePlacement removes what the provider made for kro on the side from, when kro is
 // to be placed on another side.
-func (r *Placer) leavePlacement(ctx context.Context, s *step.Scope, from, to v1alpha1.Placement) (step.Result, error) {
+func (r *Mover) leavePlacement(ctx context.Context, s *step.Scope, from, to v1alpha1.Placement) (step.Result, error) {
 	if from == "" || from == to {
 		return step.Proceed, nil
 	}
 	switch from {
 	case v1alpha1.PlacementControlPlane:
-		if err := r.Secrets.RemoveImageSecretCopies(ctx, s.Access.Client, s.Kro, owned.KroNamespace, nil); err != nil {
+		if err := r.secrets.RemoveImageSecretCopies(ctx, s.Access.Client, s.Kro, owned.KroNamespace, nil); err != nil {
 			return step.Proceed, err
 		}
 		return step.Proceed, nil
 	default:
-		res, err := r.leaveWorkloadCluster(ctx, s, s.Access)
+		res, err := r.cleanup.leaveWorkloadCluster(ctx, s, s.Access)
 		if res != step.Proceed || err != nil {
 			s.Obs.Placement = from
 			return res, err
 		}
 		if released, err := r.ControlPlanes.ReleaseWorkloadCluster(ctx, client.ObjectKeyFromObject(s.Kro)); err != nil || !released {
 			s.Obs.Placement = from
-			s.Obs.Set(v1alpha1.ConditionHelmReleaseReady, metav1.ConditionFalse, v1alpha1.ReasonMovingPlacement, fmt.Sprintf(
+			s.Obs.Set(v1alpha1.ConditionPlacementMoved, metav1.ConditionFalse, v1alpha1.ReasonMovingPlacement, fmt.Sprintf(
 				"moving kro from %s to %s: kro is uninstalled from %s; %s",
 				placementWhere(from), placementWhere(to), placementWhere(from), reach.WithdrawalPending(s.TenantNamespace)))
 			return step.Waiting, err

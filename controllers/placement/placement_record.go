@@ -29,7 +29,7 @@ import (
 // stops in between would otherwise leave objects on a side no record names.
 
 // recordPlacement makes status.placement say p, at once, unless it already does.
-func (r *Placer) recordPlacement(ctx context.Context, s *step.Scope, p v1alpha1.Placement) error {
+func (r *Mover) recordPlacement(ctx context.Context, s *step.Scope, p v1alpha1.Placement) error {
 	if p == "" || s.Kro.Status.Placement == p {
 		return nil
 	}
@@ -46,7 +46,7 @@ func (r *Placer) recordPlacement(ctx context.Context, s *step.Scope, p v1alpha1.
 }
 
 // RecordReleasePlacement records where the Kro's own HelmRelease installs kro.
-func (r *Placer) RecordReleasePlacement(ctx context.Context, s *step.Scope, hr *helmv2.HelmRelease) error {
+func (r *Mover) RecordReleasePlacement(ctx context.Context, s *step.Scope, hr *helmv2.HelmRelease) error {
 	if hr == nil {
 		return nil
 	}

@@ -28,7 +28,7 @@ import (
 // RemoveWorkloadLeftovers removes what the provider made for kro on the workload cluster
 // and on the ControlPlane (access, when it works). It returns waiting while the workload
 // cluster is there but cannot be reached, so that nothing is left on it.
-func (r *Placer) RemoveWorkloadLeftovers(ctx context.Context, s *step.Scope, access *reach.ControlPlaneAccess) (step.Result, error) {
+func (r *Cleanup) RemoveWorkloadLeftovers(ctx context.Context, s *step.Scope, access *reach.ControlPlaneAccess) (step.Result, error) {
 	if s.Kro.Status.Placement != v1alpha1.PlacementWorkloadCluster {
 		return step.Proceed, nil
 	}
@@ -38,7 +38,7 @@ func (r *Placer) RemoveWorkloadLeftovers(ctx context.Context, s *step.Scope, acc
 // leaveWorkloadCluster removes kro's service account and RBAC from the ControlPlane
 // (access, when it works) and the tenant's namespace from the workload cluster: a
 // deletion, or a move to the ControlPlane.
-func (r *Placer) leaveWorkloadCluster(ctx context.Context, s *step.Scope, access *reach.ControlPlaneAccess) (step.Result, error) {
+func (r *Cleanup) leaveWorkloadCluster(ctx context.Context, s *step.Scope, access *reach.ControlPlaneAccess) (step.Result, error) {
 	if err := r.withdrawKroAccess(ctx, s); err != nil {
 		return step.Proceed, err
 	}
@@ -54,7 +54,7 @@ func (r *Placer) leaveWorkloadCluster(ctx context.Context, s *step.Scope, access
 // cluster. It waits (undecided) while the connection is made, and (waiting, with the
 // reason in DeletionBlocked) while the workload cluster does not answer; without a
 // kubeconfig for it there is nothing to reach.
-func (r *Placer) removeWorkloadNamespaceIfReachable(ctx context.Context, s *step.Scope) (step.Result, error) {
+func (r *Cleanup) removeWorkloadNamespaceIfReachable(ctx context.Context, s *step.Scope) (step.Result, error) {
 	w, err := r.ControlPlanes.WorkloadCluster(ctx, s.Kro, false)
 	na, notAvailable := reach.AsNotAvailable(err)
 	switch {
@@ -67,7 +67,7 @@ func (r *Placer) removeWorkloadNamespaceIfReachable(ctx context.Context, s *step
 		if s.Obs.Deleting {
 			s.Obs.Blocked(v1alpha1.ReasonUninstallStuck, msg)
 		} else {
-			s.Obs.Set(v1alpha1.ConditionHelmReleaseReady, metav1.ConditionFalse, v1alpha1.ReasonMovingPlacement, "moving kro to the ControlPlane: "+msg)
+			s.Obs.Set(v1alpha1.ConditionPlacementMoved, metav1.ConditionFalse, v1alpha1.ReasonMovingPlacement, "moving kro to the ControlPlane: "+msg)
 		}
 		return step.Waiting, nil
 	case err != nil:
@@ -80,7 +80,7 @@ func (r *Placer) removeWorkloadNamespaceIfReachable(ctx context.Context, s *step
 // workload cluster when the provider made it for this Kro. The credential goes first and
 // by itself, so that its token is not left readable in a namespace whose deletion waits
 // (for a finalizer, or with openmcp's grant of it).
-func (r *Placer) removeWorkloadNamespace(ctx context.Context, s *step.Scope, w *reach.WorkloadClusterAccess) error {
+func (r *Cleanup) removeWorkloadNamespace(ctx context.Context, s *step.Scope, w *reach.WorkloadClusterAccess) error {
 	if err := deleteKroCredential(ctx, w.Cluster.GetAPIReader(), w.Cluster.GetClient(), s.Kro, r.ProviderName, w.Namespace); err != nil {
 		return err
 	}
@@ -106,7 +106,7 @@ func removeNamespaceOn(ctx context.Context, reader client.Reader, c client.Clien
 
 // removeKroOnControlPlane deletes kro's service account (its tokens stop working first)
 // and the RBAC that the provider put on the ControlPlane for this Kro.
-func (r *Placer) removeKroOnControlPlane(ctx context.Context, s *step.Scope, access *reach.ControlPlaneAccess) error {
+func (r *Cleanup) removeKroOnControlPlane(ctx context.Context, s *step.Scope, access *reach.ControlPlaneAccess) error {
 	if err := owned.DeleteProviders(ctx, access.Reader, access.Client, owned.KroServiceAccount, &corev1.ServiceAccount{}); err != nil {
 		return fmt.Errorf("deleting ServiceAccount %s on the ControlPlane: %w", owned.KroServiceAccount, err)
 	}
@@ -125,7 +125,7 @@ func (r *Placer) removeKroOnControlPlane(ctx context.Context, s *step.Scope, acc
 			}
 		}
 	}
-	r.applied.forget(client.ObjectKeyFromObject(s.Kro))
+	r.parts.applied.forget(client.ObjectKeyFromObject(s.Kro))
 	return nil
 }
 

@@ -39,7 +39,7 @@ const oldClusterTimeout = 10 * time.Second
 
 // switchWorkloadCluster leaves the workload cluster kro runs on when another one is
 // chosen (w); proceed when there is no such switch.
-func (r *Placer) switchWorkloadCluster(ctx context.Context, s *step.Scope, w *reach.WorkloadClusterAccess) (step.Result, error) {
+func (r *Workload) switchWorkloadCluster(ctx context.Context, s *step.Scope, w *reach.WorkloadClusterAccess) (step.Result, error) {
 	hr := s.PlacedRelease
 	if r.AccessMode == reach.AccessOpenMCP || hr == nil || flux.ReleasePlacement(hr) != v1alpha1.PlacementWorkloadCluster ||
 		hr.Spec.KubeConfig == nil || hr.Spec.KubeConfig.SecretRef == nil || hr.Spec.KubeConfig.SecretRef.Name == w.Kubeconfig.Name {
@@ -54,7 +54,7 @@ func (r *Placer) switchWorkloadCluster(ctx context.Context, s *step.Scope, w *re
 			moving, step.Summarize(err), s.TenantNamespace, from))
 		return step.Waiting, nil
 	}
-	if err := r.removeKroOnControlPlane(ctx, s, s.Access); err != nil {
+	if err := r.cleanup.removeKroOnControlPlane(ctx, s, s.Access); err != nil {
 		return step.Proceed, err
 	}
 	if hr.DeletionTimestamp.IsZero() {
@@ -80,7 +80,7 @@ func (r *Placer) switchWorkloadCluster(ctx context.Context, s *step.Scope, w *re
 // leaveOldWorkloadCluster removes kro's credential and the tenant's namespace from the
 // workload cluster of the HelmRelease's kubeconfig secret. It returns that secret's name,
 // or "" when the secret is gone and nothing there can be reached.
-func (r *Placer) leaveOldWorkloadCluster(ctx context.Context, s *step.Scope, hr *helmv2.HelmRelease, namespace string) (string, error) {
+func (r *Workload) leaveOldWorkloadCluster(ctx context.Context, s *step.Scope, hr *helmv2.HelmRelease, namespace string) (string, error) {
 	ref := hr.Spec.KubeConfig.SecretRef
 	secret := &corev1.Secret{}
 	switch err := r.PlatformReader.Get(ctx, client.ObjectKey{Namespace: s.TenantNamespace, Name: ref.Name}, secret); {
@@ -109,7 +109,7 @@ func (r *Placer) leaveOldWorkloadCluster(ctx context.Context, s *step.Scope, hr 
 }
 
 // suspendRelease suspends a HelmRelease, so that Flux deletes it without an uninstall.
-func (r *Placer) suspendRelease(ctx context.Context, hr *helmv2.HelmRelease) error {
+func (r *Workload) suspendRelease(ctx context.Context, hr *helmv2.HelmRelease) error {
 	if hr.Spec.Suspend {
 		return nil
 	}
@@ -125,7 +125,7 @@ func (r *Placer) suspendRelease(ctx context.Context, hr *helmv2.HelmRelease) err
 // namespace from the workload cluster the HelmRelease installs kro on when another
 // cluster is chosen meanwhile (a reconcile that stopped early never switched): the
 // clean-up after the uninstall reaches only the chosen one.
-func (r *Placer) LeaveSwitchedWorkloadCluster(ctx context.Context, s *step.Scope, hr *helmv2.HelmRelease) (step.Result, error) {
+func (r *Workload) LeaveSwitchedWorkloadCluster(ctx context.Context, s *step.Scope, hr *helmv2.HelmRelease) (step.Result, error) {
 	if r.AccessMode == reach.AccessOpenMCP || flux.ReleasePlacement(hr) != v1alpha1.PlacementWorkloadCluster ||
 		hr.Spec.KubeConfig == nil || hr.Spec.KubeConfig.SecretRef == nil {
 		return step.Proceed, nil

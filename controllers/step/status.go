@@ -55,8 +55,14 @@ type Observation struct {
 	Revision string
 }
 
-// Set records the outcome of a step, replacing an earlier one of the same type.
+// Set records the outcome of a step, replacing an earlier one of the same type. A step's
+// condition that is not True sets its legacy condition first (v1alpha1.LegacyConditionOf):
+// the legacy condition, Ready and the "not checked" messages read as they did before the
+// step had a condition of its own.
 func (o *Observation) Set(condType string, status metav1.ConditionStatus, reason, message string) {
+	if legacy := v1alpha1.LegacyConditionOf(condType); legacy != "" && status != metav1.ConditionTrue {
+		o.Set(legacy, status, reason, message)
+	}
 	// The reason may be another controller's (Flux's, say): it passes the door too.
 	c := metav1.Condition{Type: condType, Status: status, Reason: foreign.Reason(reason, foreign.ConditionReasonMax), Message: ShortenMessage(message)}
 	for i := range o.Conditions {
@@ -70,7 +76,7 @@ func (o *Observation) Set(condType string, status metav1.ConditionStatus, reason
 
 // conditionOrder is the order of a Kro's conditions in its status: Ready, then one per
 // step of the reconcile, then the RGDs and the deletion. Every one is always present,
-// but WorkloadClusterReady only for a Kro placed on a workload cluster.
+// but those of workloadOnly only for a Kro placed on a workload cluster.
 var conditionOrder = []string{
 	v1alpha1.ConditionReady,
 	v1alpha1.ConditionVersionResolved,
@@ -78,9 +84,19 @@ var conditionOrder = []string{
 	v1alpha1.ConditionControlPlaneAccessReady,
 	v1alpha1.ConditionWorkloadClusterReady,
 	v1alpha1.ConditionOCIRepositoryReady,
+	v1alpha1.ConditionControlPlanePartsReady,
+	v1alpha1.ConditionKroCredentialReady,
 	v1alpha1.ConditionHelmReleaseReady,
 	v1alpha1.ConditionResourceGraphDefinitionsReady,
 	v1alpha1.ConditionDeletionBlocked,
+}
+
+// workloadOnly are the conditions of steps that run only for a Kro placed on a workload
+// cluster.
+var workloadOnly = []string{
+	v1alpha1.ConditionWorkloadClusterReady,
+	v1alpha1.ConditionControlPlanePartsReady,
+	v1alpha1.ConditionKroCredentialReady,
 }
 
 // ConditionsOf are the conditions of a Kro with that placement, in order.
@@ -88,12 +104,18 @@ func ConditionsOf(p v1alpha1.Placement) []string {
 	if p == v1alpha1.PlacementWorkloadCluster {
 		return conditionOrder
 	}
-	return slices.DeleteFunc(slices.Clone(conditionOrder), func(t string) bool { return t == v1alpha1.ConditionWorkloadClusterReady })
+	return slices.DeleteFunc(slices.Clone(conditionOrder), func(t string) bool { return slices.Contains(workloadOnly, t) })
 }
 
-// occasional are the conditions present only while their situation lasts; they come
-// after those of conditionOrder and do not take part in Ready.
-var occasional = map[string]bool{v1alpha1.ConditionHandOver: true}
+// occasional are the conditions present only while their situation lasts, in their
+// order; they come after those of conditionOrder and do not take part in Ready (their
+// legacy conditions do).
+var occasional = []string{
+	v1alpha1.ConditionPlacementMoved,
+	v1alpha1.ConditionRolloutHealthObserved,
+	v1alpha1.ConditionEarlierReleaseSuspended,
+	v1alpha1.ConditionHandOver,
+}
 
 // conditionRank places a condition type in the status: by conditionOrder, occasional
 // ones last.
@@ -101,7 +123,10 @@ func conditionRank(t string) int {
 	if i := slices.Index(conditionOrder, t); i >= 0 {
 		return i
 	}
-	return len(conditionOrder)
+	if i := slices.Index(occasional, t); i >= 0 {
+		return len(conditionOrder) + i
+	}
+	return len(conditionOrder) + len(occasional)
 }
 
 // ComputeStatus derives the Kro's status from what a reconcile observed. Conditions
@@ -217,7 +242,7 @@ func readyCondition(obs Observation) metav1.Condition {
 	}
 	helmReady := false
 	for _, c := range obs.Conditions {
-		if c.Type == v1alpha1.ConditionDeletionBlocked || c.Type == v1alpha1.ConditionResourceGraphDefinitionsReady || occasional[c.Type] {
+		if c.Type == v1alpha1.ConditionDeletionBlocked || c.Type == v1alpha1.ConditionResourceGraphDefinitionsReady || slices.Contains(occasional, c.Type) {
 			continue
 		}
 		if c.Status != metav1.ConditionTrue {
@@ -291,7 +316,7 @@ func TransitionEvents(old, updated []metav1.Condition) []KroEvent {
 		prev := FindCondition(old, c.Type)
 		if prev != nil && prev.Status == c.Status && prev.Reason == c.Reason &&
 			(c.Status == metav1.ConditionTrue || prev.Message == c.Message || c.Type == v1alpha1.ConditionReady) ||
-			c.Reason == v1alpha1.ReasonNotChecked {
+			c.Reason == v1alpha1.ReasonNotChecked || mirrored(c, updated) {
 			continue
 		}
 		switch {
@@ -312,6 +337,17 @@ func TransitionEvents(old, updated []metav1.Condition) []KroEvent {
 		}
 	}
 	return out
+}
+
+// mirrored tells whether c is a legacy condition that repeats a step's own condition
+// (Observation.Set): the event names the step's condition, once.
+func mirrored(c metav1.Condition, conds []metav1.Condition) bool {
+	for _, d := range conds {
+		if v1alpha1.LegacyConditionOf(d.Type) == c.Type && d.Status == c.Status && d.Reason == c.Reason && d.Message == c.Message {
+			return true
+		}
+	}
+	return false
 }
 
 // FindCondition is the condition of type t, or nil.

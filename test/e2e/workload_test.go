@@ -91,7 +91,10 @@ var _ = Describe("kro on a workload cluster", Ordered, Label("workload"), func()
 					g.Expect(se.Onboarding.Client.Get(suiteCtx, client.ObjectKeyFromObject(kro), kro)).To(Succeed())
 					g.Expect(kro.Status.Phase).To(Equal(v1alpha1.PhaseReady), describeKro(kro))
 					g.Expect(kro.Status.Placement).To(Equal(v1alpha1.PlacementWorkloadCluster))
-					g.Expect(condition(kro, v1alpha1.ConditionWorkloadClusterReady).Status).To(Equal(metav1.ConditionTrue), describeKro(kro))
+					for _, typ := range []string{v1alpha1.ConditionWorkloadClusterReady, v1alpha1.ConditionControlPlanePartsReady, v1alpha1.ConditionKroCredentialReady} {
+						g.Expect(condition(kro, typ)).NotTo(BeNil(), "%s: %s", typ, describeKro(kro))
+						g.Expect(condition(kro, typ).Status).To(Equal(metav1.ConditionTrue), describeKro(kro))
+					}
 				})
 			}
 		})

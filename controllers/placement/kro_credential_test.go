@@ -1,4 +1,4 @@
-package controllers
+package placement_test
 
 import (
 	"bytes"
@@ -12,7 +12,6 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,8 +25,12 @@ import (
 	"github.com/openmcp-project/service-provider-kro/clusters"
 	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/controllers/placement"
+	"github.com/openmcp-project/service-provider-kro/controllers/placement/credentialtest"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
+
+// providerName is the provider the credentials are made by.
+const providerName = "kro"
 
 // --- pure tests ----------------------------------------------------------------
 
@@ -116,7 +119,7 @@ func TestKroKubeconfig(t *testing.T) {
 func TestKroKubeconfigResolvesBesideItself(t *testing.T) {
 	g := NewWithT(t)
 	dir := t.TempDir()
-	path := writeCredentialFiles(g, dir, map[string][]byte{
+	path := credentialtest.WriteFiles(g, dir, map[string][]byte{
 		owned.KubeconfigKey: placement.KroKubeconfig("https://cp.example:6443", "", false), owned.KroCredentialTokenKey: []byte("t0k3n"), owned.KroCredentialCAKey: []byte("ca"),
 	})
 	cfg, err := clientcmd.BuildConfigFromFlags("", path)
@@ -195,17 +198,17 @@ func TestKroCredential(t *testing.T) {
 		requeue, rotated := ensure(g, cp.Config, time.Now())
 		g.Expect(rotated).To(BeTrue())
 		g.Expect(requeue).To(BeNumerically("~", lifetime*2/3, 10*time.Second))
-		first = getCredential(g, workload.Client, ns)
+		first = credentialtest.Get(g, workload.Client, ns)
 		g.Expect(first.Type).To(Equal(corev1.SecretTypeOpaque))
 		g.Expect(first.Labels).To(HaveKeyWithValue(v1alpha1.LabelRole, v1alpha1.RoleKroCredential))
 		g.Expect(first.Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationKro, "team-a/tenant"))
 		g.Expect(first.Data[owned.KroCredentialCAKey]).To(Equal(cp.Config.CAData))
 		g.Expect(bytes.Contains(first.Data[owned.KubeconfigKey], first.Data[owned.KroCredentialTokenKey])).To(BeFalse(), "the kubeconfig only names the token file")
 
-		path = writeCredentialFiles(g, dir, first.Data)
+		path = credentialtest.WriteFiles(g, dir, first.Data)
 		cfg, err := clientcmd.BuildConfigFromFlags("", path)
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(whoAmI(ctx, cfg)).To(Equal(saUser))
+		g.Expect(credentialtest.WhoAmI(ctx, cfg)).To(Equal(saUser))
 		_, err = kubernetes.NewForConfigOrDie(cfg).CoreV1().Secrets(owned.KroNamespace).List(ctx, metav1.ListOptions{})
 		g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "no RBAC is bound to kro's ServiceAccount, got %v", err)
 	})
@@ -217,7 +220,7 @@ func TestKroCredential(t *testing.T) {
 		requeue, rotated := ensure(g, cp.Config, time.Now().Add(time.Minute))
 		g.Expect(rotated).To(BeFalse())
 		g.Expect(requeue).To(BeNumerically("~", lifetime*2/3-time.Minute, 10*time.Second))
-		g.Expect(getCredential(g, workload.Client, ns).ResourceVersion).To(Equal(first.ResourceVersion))
+		g.Expect(credentialtest.Get(g, workload.Client, ns).ResourceVersion).To(Equal(first.ResourceVersion))
 		after := &corev1.ServiceAccount{}
 		g.Expect(cp.Client.Get(ctx, owned.KroServiceAccount, after)).To(Succeed())
 		g.Expect(after.ResourceVersion).To(Equal(sa.ResourceVersion))
@@ -225,24 +228,24 @@ func TestKroCredential(t *testing.T) {
 
 	t.Run("a token two thirds through its lifetime is rotated in place", func(t *testing.T) {
 		g := NewWithT(t)
-		old := getCredential(g, workload.Client, ns)
+		old := credentialtest.Get(g, workload.Client, ns)
 		patch := client.MergeFrom(old.DeepCopy())
 		old.Annotations[v1alpha1.AnnotationTokenIssued] = time.Now().Add(-50 * time.Hour).UTC().Format(time.RFC3339)
 		g.Expect(workload.Client.Patch(ctx, old, patch)).To(Succeed())
 
 		_, rotated := ensure(g, cp.Config, time.Now())
 		g.Expect(rotated).To(BeTrue())
-		rotatedSecret := getCredential(g, workload.Client, ns)
+		rotatedSecret := credentialtest.Get(g, workload.Client, ns)
 		token := rotatedSecret.Data[owned.KroCredentialTokenKey]
 		g.Expect(token).NotTo(Equal(first.Data[owned.KroCredentialTokenKey]))
 		g.Expect(rotatedSecret.Data[owned.KubeconfigKey]).To(Equal(first.Data[owned.KubeconfigKey]), "the same kubeconfig")
 
 		// As the kubelet updates a mounted secret: the files change, the path stays.
-		g.Expect(writeCredentialFiles(g, dir, rotatedSecret.Data)).To(Equal(path))
+		g.Expect(credentialtest.WriteFiles(g, dir, rotatedSecret.Data)).To(Equal(path))
 		cfg, err := clientcmd.BuildConfigFromFlags("", path)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(cfg.BearerToken).To(Equal(string(token)))
-		g.Expect(whoAmI(ctx, cfg)).To(Equal(saUser))
+		g.Expect(credentialtest.WhoAmI(ctx, cfg)).To(Equal(saUser))
 	})
 
 	t.Run("a changed server is rotated", func(t *testing.T) {
@@ -251,7 +254,7 @@ func TestKroCredential(t *testing.T) {
 		moved.ServerName = "localhost"
 		_, rotated := ensure(g, moved, time.Now())
 		g.Expect(rotated).To(BeTrue())
-		g.Expect(string(getCredential(g, workload.Client, ns).Data[owned.KubeconfigKey])).To(ContainSubstring("tls-server-name: localhost"))
+		g.Expect(string(credentialtest.Get(g, workload.Client, ns).Data[owned.KubeconfigKey])).To(ContainSubstring("tls-server-name: localhost"))
 		_, rotated = ensure(g, cp.Config, time.Now())
 		g.Expect(rotated).To(BeTrue(), "and back")
 	})
@@ -271,7 +274,7 @@ func TestKroCredential(t *testing.T) {
 		g.Expect(workload.Client.Create(ctx, foreign)).To(Succeed())
 		_, _, err := placement.EnsureKroCredential(ctx, cp.Client, cp.Config, workload.Client, kro, providerName, other, lifetime, time.Now())
 		g.Expect(err).To(MatchError(ContainSubstring("neither overwrites nor deletes it")))
-		g.Expect(getCredential(g, workload.Client, other).ResourceVersion).To(Equal(foreign.ResourceVersion))
+		g.Expect(credentialtest.Get(g, workload.Client, other).ResourceVersion).To(Equal(foreign.ResourceVersion))
 	})
 
 	t.Run("errors do not reveal the token", func(t *testing.T) {
@@ -309,7 +312,7 @@ func TestKroCredential(t *testing.T) {
 		g := NewWithT(t)
 		cfg, err := clientcmd.BuildConfigFromFlags("", path)
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(whoAmI(ctx, cfg)).To(Equal(saUser))
+		g.Expect(credentialtest.WhoAmI(ctx, cfg)).To(Equal(saUser))
 
 		remove := func() error { // as a deletion does: the ServiceAccount first, then the secret
 			return errors.Join(owned.DeleteProviders(ctx, cp.Client, cp.Client, owned.KroServiceAccount, &corev1.ServiceAccount{}),
@@ -321,43 +324,11 @@ func TestKroCredential(t *testing.T) {
 		err = cp.Client.Get(ctx, owned.KroServiceAccount, &corev1.ServiceAccount{})
 		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "ServiceAccount: %v", err)
 		g.Eventually(func() bool {
-			_, err := whoAmI(ctx, cfg)
+			_, err := credentialtest.WhoAmI(ctx, cfg)
 			return apierrors.IsUnauthorized(err)
-		}, revocationTimeout, interval).Should(BeTrue(), "the token of the deleted ServiceAccount still authenticates")
+		}, credentialtest.RevocationTimeout, 100*time.Millisecond).Should(BeTrue(), "the token of the deleted ServiceAccount still authenticates")
 		g.Expect(remove()).To(Succeed(), "gone already")
 	})
-}
-
-// revocationTimeout bounds how long a deleted ServiceAccount's token keeps working:
-// kube-apiserver caches a token's authentication for ten seconds.
-const revocationTimeout = 30 * time.Second
-
-// whoAmI asks the API server of cfg whom it takes the client for.
-func whoAmI(ctx context.Context, cfg *rest.Config) (string, error) {
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return "", err
-	}
-	review, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
-	if err != nil {
-		return "", err
-	}
-	return review.Status.UserInfo.Username, nil
-}
-
-// writeCredentialFiles lays out the secret's keys as files in dir, as a mounted secret
-// volume does, and returns the kubeconfig's path.
-func writeCredentialFiles(g Gomega, dir string, data map[string][]byte) string {
-	for _, k := range []string{owned.KubeconfigKey, owned.KroCredentialTokenKey, owned.KroCredentialCAKey} {
-		g.Expect(os.WriteFile(filepath.Join(dir, k), data[k], 0o600)).To(Succeed())
-	}
-	return filepath.Join(dir, owned.KubeconfigKey)
-}
-
-func getCredential(g Gomega, c client.Client, namespace string) *corev1.Secret {
-	s := &corev1.Secret{}
-	g.Expect(c.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: owned.KroCredentialSecretName}, s)).To(Succeed())
-	return s
 }
 
 // withWatch is a client on the cluster that an interceptor can wrap.

@@ -1,16 +1,14 @@
-package controllers
+package step_test
 
 import (
 	"testing"
 	"time"
 
-	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
-	"github.com/openmcp-project/service-provider-kro/controllers/flux"
 	"github.com/openmcp-project/service-provider-kro/controllers/reach"
 	"github.com/openmcp-project/service-provider-kro/controllers/step"
 )
@@ -201,27 +199,6 @@ func TestAccessMissingSince(t *testing.T) {
 	g.Expect(step.ComputeStatus(k.Status, 1, obs, metav1.NewTime(t0)).AccessMissingSince).To(BeNil(), "an access that exists is not missing")
 }
 
-// TestReleaseFailReason: a HelmRelease that fails because helm-controller cannot get its
-// chart says so with SourceNotReady; any other failure is ReleaseFailed.
-func TestReleaseFailReason(t *testing.T) {
-	g := NewWithT(t)
-	hr := func(reason string) *helmv2.HelmRelease {
-		h := &helmv2.HelmRelease{}
-		h.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason}}
-		return h
-	}
-	g.Expect(flux.ReleaseFailReason(hr("SourceNotReady"))).To(Equal(v1alpha1.ReasonSourceNotReady))
-	g.Expect(flux.ReleaseFailReason(hr(helmv2.ArtifactFailedReason))).To(Equal(v1alpha1.ReasonSourceNotReady))
-	g.Expect(flux.ReleaseFailReason(hr(helmv2.InstallFailedReason))).To(Equal(v1alpha1.ReasonReleaseFailed))
-	g.Expect(flux.ReleaseFailReason(&helmv2.HelmRelease{})).To(Equal(v1alpha1.ReasonReleaseFailed))
-
-	var obs step.Observation
-	flux.InstalledCondition(&obs, "HelmRelease x", "0.9.4", "", metav1.ConditionFalse, "OCIRepository 'x' is not ready", v1alpha1.ReasonSourceNotReady)
-	c := step.FindCondition(obs.Conditions, v1alpha1.ConditionHelmReleaseReady)
-	g.Expect(c.Reason).To(Equal(v1alpha1.ReasonSourceNotReady))
-	g.Expect(c.Message).To(ContainSubstring("OCIRepository 'x' is not ready"))
-}
-
 // TestWorkloadClusterReadyOnlyForItsPlacement: a Kro placed on a workload cluster reports
 // WorkloadClusterReady (not checked when an earlier step stopped), one on its ControlPlane
 // never does; status.placement is the record of where kro was placed, which the version
@@ -248,4 +225,89 @@ func TestWorkloadClusterReadyOnlyForItsPlacement(t *testing.T) {
 	obs = step.Observation{} // the version not resolved: the placement stays as it was
 	st = step.ComputeStatus(st, 3, obs, t0)
 	g.Expect(st.Placement).To(Equal(v1alpha1.PlacementWorkloadCluster))
+}
+
+// TestStepConditionsKeepTheirLegacy: a step with a condition of its own reports under it,
+// and its legacy condition (v1alpha1.LegacyConditionOf) carries the same failure, so that
+// Ready, the legacy condition and the "not checked" messages read as before; the event
+// names the step's condition, once.
+func TestStepConditionsKeepTheirLegacy(t *testing.T) {
+	g := NewWithT(t)
+	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	var obs step.Observation
+	obs.VersionResolved(&v1alpha1.KroVersion{Version: "v1", ChartVersion: "0.9.4", Placement: v1alpha1.PlacementWorkloadCluster})
+	for _, typ := range []string{v1alpha1.ConditionPullSecretsReady, v1alpha1.ConditionControlPlaneAccessReady, v1alpha1.ConditionWorkloadClusterReady, v1alpha1.ConditionOCIRepositoryReady} {
+		obs.Set(typ, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, typ+" ok")
+	}
+	obs.Set(v1alpha1.ConditionControlPlanePartsReady, metav1.ConditionFalse, v1alpha1.ReasonOwnershipConflict, "a Helm release owns the CRDs")
+	st := step.ComputeStatus(v1alpha1.KroStatus{}, 1, obs, t0)
+
+	var types []string
+	for _, c := range st.Conditions {
+		types = append(types, c.Type)
+	}
+	g.Expect(types).To(Equal(step.ConditionsOf(v1alpha1.PlacementWorkloadCluster)))
+	for _, typ := range []string{v1alpha1.ConditionControlPlanePartsReady, v1alpha1.ConditionWorkloadClusterReady} {
+		c := step.FindCondition(st.Conditions, typ)
+		g.Expect([]string{string(c.Status), c.Reason, c.Message}).To(Equal([]string{"False", v1alpha1.ReasonOwnershipConflict, "a Helm release owns the CRDs"}), typ)
+	}
+	ready := step.FindCondition(st.Conditions, v1alpha1.ConditionReady)
+	g.Expect([]string{ready.Reason, ready.Message}).To(Equal([]string{v1alpha1.ReasonOwnershipConflict, "a Helm release owns the CRDs"}))
+	cred := step.FindCondition(st.Conditions, v1alpha1.ConditionKroCredentialReady)
+	g.Expect(cred.Message).To(Equal("not checked: WorkloadClusterReady is False (OwnershipConflict)"), "the legacy condition names the stop, as before")
+	events := step.TransitionEvents(nil, st.Conditions)
+	g.Expect(events).To(HaveLen(1))
+	g.Expect(events[0].Action).To(Equal(v1alpha1.ConditionControlPlanePartsReady), "the event names the step's own condition")
+	g.Expect(events[0].Type).To(Equal(corev1.EventTypeWarning))
+
+	// The step recovers: its condition turns True, and WorkloadClusterReady is the
+	// workload cluster's own again.
+	obs.Set(v1alpha1.ConditionWorkloadClusterReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, "reached")
+	obs.Set(v1alpha1.ConditionControlPlanePartsReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, "applied")
+	obs.Set(v1alpha1.ConditionKroCredentialReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, "current")
+	obs.Set(v1alpha1.ConditionHelmReleaseReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, "installed")
+	st = step.ComputeStatus(st, 1, obs, t0)
+	g.Expect(step.FindCondition(st.Conditions, v1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
+	g.Expect(step.FindCondition(st.Conditions, v1alpha1.ConditionWorkloadClusterReady).Message).To(Equal("reached"))
+}
+
+// TestOccasionalStepConditions: the rollout's health read, the move and the earlier
+// provider's release report under conditions present only while they last, after the
+// others; True they leave Ready alone, not True they stop it through their legacy one.
+func TestOccasionalStepConditions(t *testing.T) {
+	g := NewWithT(t)
+	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	obs := allTrue()
+	obs.Set(v1alpha1.ConditionHandOver, metav1.ConditionTrue, v1alpha1.ReasonHandingOver, "taking over")
+	obs.Set(v1alpha1.ConditionEarlierReleaseSuspended, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, "suspended")
+	obs.Set(v1alpha1.ConditionRolloutHealthObserved, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, "read")
+	st := step.ComputeStatus(v1alpha1.KroStatus{}, 1, obs, t0)
+	g.Expect(st.Phase).To(Equal(v1alpha1.PhaseReady))
+	n := len(st.Conditions)
+	g.Expect([]string{st.Conditions[n-3].Type, st.Conditions[n-2].Type, st.Conditions[n-1].Type}).To(Equal([]string{
+		v1alpha1.ConditionRolloutHealthObserved, v1alpha1.ConditionEarlierReleaseSuspended, v1alpha1.ConditionHandOver}))
+	g.Expect(step.FindCondition(st.Conditions, v1alpha1.ConditionPlacementMoved)).To(BeNil(), "no move, no condition")
+
+	for _, tc := range []struct{ step, legacy, reason string }{
+		{v1alpha1.ConditionRolloutHealthObserved, v1alpha1.ConditionControlPlaneAccessReady, v1alpha1.ReasonReconcileError},
+		{v1alpha1.ConditionPlacementMoved, v1alpha1.ConditionHelmReleaseReady, v1alpha1.ReasonMovingPlacement},
+		{v1alpha1.ConditionEarlierReleaseSuspended, v1alpha1.ConditionHelmReleaseReady, v1alpha1.ReasonReconciling},
+	} {
+		obs := allTrue()
+		obs.Set(tc.step, metav1.ConditionFalse, tc.reason, tc.step+" stops")
+		st := step.ComputeStatus(v1alpha1.KroStatus{}, 1, obs, t0)
+		g.Expect(step.FindCondition(st.Conditions, tc.legacy).Message).To(Equal(tc.step+" stops"), tc.step)
+		ready := step.FindCondition(st.Conditions, v1alpha1.ConditionReady)
+		g.Expect(ready.Status).To(Equal(metav1.ConditionFalse), tc.step)
+		g.Expect(ready.Message).To(Equal(tc.step+" stops"), tc.step)
+		events := step.TransitionEvents(st.Conditions, st.Conditions)
+		g.Expect(events).To(BeEmpty(), "nothing changed")
+		prev := allTrue()
+		events = step.TransitionEvents(step.ComputeStatus(v1alpha1.KroStatus{}, 1, prev, t0).Conditions, st.Conditions)
+		var actions []string
+		for _, e := range events {
+			actions = append(actions, e.Action)
+		}
+		g.Expect(actions).To(Equal([]string{tc.step}), tc.step)
+	}
 }

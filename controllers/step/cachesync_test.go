@@ -1,4 +1,4 @@
-package controllers
+package step_test
 
 import (
 	"context"
