@@ -2,6 +2,7 @@
 //
 //	service-provider-kro init   installs or upgrades the CRDs on the onboarding and platform cluster
 //	service-provider-kro run    runs the controllers
+//	service-provider-kro flags  prints the flags of every command as Markdown
 package main
 
 import (
@@ -20,6 +21,7 @@ const usage = `usage: service-provider-kro <command> [flags]
 commands:
   init   install or upgrade the provider's CRDs on the onboarding and the platform cluster
   run    run the provider
+  flags  print the flags of every command as Markdown (docs/reference/flags.md)
 
 Run "service-provider-kro <command> -h" for the flags of a command.
 `
@@ -45,6 +47,11 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return runInit(ctx, args[1:], stdout, stderr)
 	case "run":
 		return runManager(ctx, args[1:], stderr)
+	case "flags":
+		if len(args) > 1 {
+			return fmt.Errorf("service-provider-kro flags takes no arguments")
+		}
+		return writeFlagReference(stdout)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return nil
