@@ -22,6 +22,11 @@ var commands = []struct {
 		(&runOptions{}).bind(fs)
 		return fs
 	}},
+	{"onboarding-kubeconfig", "write a kubeconfig for the provider's ServiceAccount on the onboarding cluster, from a token the cluster issues", func() *flag.FlagSet {
+		fs := flag.NewFlagSet("onboarding-kubeconfig", flag.ContinueOnError)
+		(&kubeconfigOptions{}).bind(fs)
+		return fs
+	}},
 }
 
 // writeFlagReference writes the flags of every command as Markdown, from the flag sets

@@ -2,6 +2,8 @@
 //
 //	service-provider-kro init   installs or upgrades the CRDs on the onboarding and platform cluster
 //	service-provider-kro run    runs the controllers
+//	service-provider-kro onboarding-kubeconfig  writes the provider's onboarding kubeconfig
+//	service-provider-kro tenant-namespace       prints a ControlPlane's tenant namespace
 //	service-provider-kro flags  prints the flags of every command as Markdown
 package main
 
@@ -19,9 +21,11 @@ import (
 const usage = `usage: service-provider-kro <command> [flags]
 
 commands:
-  init   install or upgrade the provider's CRDs on the onboarding and the platform cluster
-  run    run the provider
-  flags  print the flags of every command as Markdown (docs/reference/flags.md)
+  init                   install or upgrade the provider's CRDs on the onboarding and the platform cluster
+  run                    run the provider
+  onboarding-kubeconfig  write a kubeconfig for the provider's ServiceAccount on the onboarding cluster
+  tenant-namespace       print the platform cluster's namespace of a ControlPlane (<namespace>/<name>)
+  flags                  print the flags of every command as Markdown (docs/reference/flags.md)
 
 Run "service-provider-kro <command> -h" for the flags of a command.
 `
@@ -47,6 +51,10 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return runInit(ctx, args[1:], stdout, stderr)
 	case "run":
 		return runManager(ctx, args[1:], stderr)
+	case "onboarding-kubeconfig":
+		return writeOnboardingKubeconfig(ctx, args[1:], stdout, stderr)
+	case "tenant-namespace":
+		return printTenantNamespace(args[1:], stdout, stderr)
 	case "flags":
 		if len(args) > 1 {
 			return fmt.Errorf("service-provider-kro flags takes no arguments")

@@ -46,9 +46,9 @@ func (o *commonOptions) bind(fs *flag.FlagSet) {
 	o.zap.BindFlags(fs)
 }
 
-// parse parses args of the command name and refuses anything it does not know, saying
-// where the flags are listed.
-func (o *commonOptions) parse(fs *flag.FlagSet, name string, args []string) error {
+// parseFlags parses args of the command name and refuses anything it does not know,
+// saying where the flags are listed.
+func parseFlags(fs *flag.FlagSet, name string, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -57,6 +57,14 @@ func (o *commonOptions) parse(fs *flag.FlagSet, name string, args []string) erro
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("service-provider-kro %s: unexpected argument %q (service-provider-kro %s -h lists the flags)", name, fs.Arg(0), name)
+	}
+	return nil
+}
+
+// parse parses the flags of the command name and checks the common ones.
+func (o *commonOptions) parse(fs *flag.FlagSet, name string, args []string) error {
+	if err := parseFlags(fs, name, args); err != nil {
+		return err
 	}
 	fs.Visit(func(f *flag.Flag) { o.zapLevelSet = o.zapLevelSet || f.Name == "zap-log-level" })
 	if o.verbosity != "" { // openmcp passes --verbosity= when the ServiceProvider sets none

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
@@ -66,7 +65,8 @@ func DocCommands(file, heading string) ([]string, error) {
 // InstallProvider installs the provider on the platform cluster (which is the onboarding
 // cluster too) by running the commands of docs/operations.md, "Installing without
 // openmcp", as they are written, in a folder holding a copy of config/ and the kubeconfigs
-// onboarding.yaml and platform.yaml, with the environment's kubectl first on PATH. It then
+// onboarding.yaml and platform.yaml, with the environment's kubectl and the provider's
+// binary first on PATH. It then
 // gives the provider the registry's pull secret and the environment's ProviderConfig (the
 // documented sample is applied, then replaced: it names registry.example.com), and each
 // ControlPlane by the commands of "Giving a ControlPlane to the provider". It returns the
@@ -122,14 +122,14 @@ func (e *Env) InstallProvider(ctx context.Context) (string, error) {
 		return log.String(), err
 	}
 	for _, cp := range e.ControlPlanes {
-		if err := createIfMissing(ctx, pc, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: cp.TenantNamespace}}); err != nil {
-			return log.String(), err
-		}
 		if err := os.WriteFile(filepath.Join(work, "cp.yaml"), cp.Kubeconfig, 0o600); err != nil {
 			return log.String(), err
 		}
-		if err := e.sh(ctx, work, &log, give[0], "KUBECONFIG=platform.yaml", "TENANT_NS="+cp.TenantNamespace); err != nil {
+		if err := e.sh(ctx, work, &log, give[0], "KUBECONFIG=platform.yaml", "KRO="+cp.Namespace+"/"+cp.Name); err != nil {
 			return log.String(), err
+		}
+		if err := pc.Get(ctx, client.ObjectKey{Name: cp.TenantNamespace}, &corev1.Namespace{}); err != nil {
+			return log.String(), fmt.Errorf("the documented commands did not make tenant namespace %s of %s/%s: %w", cp.TenantNamespace, cp.Namespace, cp.Name, err)
 		}
 	}
 	return log.String(), waitDeploymentAvailable(ctx, pc, e.PodNamespace, "service-provider-kro", 3*time.Minute)
@@ -140,7 +140,8 @@ func (e *Env) sh(ctx context.Context, dir string, log *bytes.Buffer, script stri
 	fmt.Fprintf(log, "$ %s", script)
 	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
 	cmd.Dir = dir
-	cmd.Env = append(append(os.Environ(), "PATH="+filepath.Dir(e.Kubectl())+string(os.PathListSeparator)+os.Getenv("PATH")), env...)
+	path := strings.Join([]string{filepath.Dir(e.Kubectl()), filepath.Dir(e.ProviderBinary), os.Getenv("PATH")}, string(os.PathListSeparator))
+	cmd.Env = append(append(os.Environ(), "PATH="+path), env...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("running the commands of %s: %w\n%s", operationsDoc, err, log.String())
