@@ -27,6 +27,11 @@ var commands = []struct {
 		(&kubeconfigOptions{}).bind(fs)
 		return fs
 	}},
+	{"preflight", "check an existing installation of this API against this release before the switch, and say what to fix; exits non-zero when the provider would stall", func() *flag.FlagSet {
+		fs := flag.NewFlagSet("preflight", flag.ContinueOnError)
+		(&preflightOptions{}).bind(fs)
+		return fs
+	}},
 }
 
 // writeFlagReference writes the flags of every command as Markdown, from the flag sets

@@ -19,11 +19,6 @@ import (
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
 
-const (
-	kroCRD            = "kroes.kro.services.open-control-plane.io"
-	providerConfigCRD = "providerconfigs.kro.services.open-control-plane.io"
-)
-
 func TestInit(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()

@@ -4,6 +4,7 @@
 //	service-provider-kro run    runs the controllers
 //	service-provider-kro onboarding-kubeconfig  writes the provider's onboarding kubeconfig
 //	service-provider-kro tenant-namespace       prints a ControlPlane's tenant namespace
+//	service-provider-kro preflight              checks an existing installation before the switch
 //	service-provider-kro flags  prints the flags of every command as Markdown
 package main
 
@@ -25,6 +26,7 @@ commands:
   run                    run the provider
   onboarding-kubeconfig  write a kubeconfig for the provider's ServiceAccount on the onboarding cluster
   tenant-namespace       print the platform cluster's namespace of a ControlPlane (<namespace>/<name>)
+  preflight              check an existing installation against this release before the switch; exits non-zero when it would stall
   flags                  print the flags of every command as Markdown (docs/reference/flags.md)
 
 Run "service-provider-kro <command> -h" for the flags of a command.
@@ -55,6 +57,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return writeOnboardingKubeconfig(ctx, args[1:], stdout, stderr)
 	case "tenant-namespace":
 		return printTenantNamespace(args[1:], stdout, stderr)
+	case "preflight":
+		return runPreflight(ctx, args[1:], stdout, stderr)
 	case "flags":
 		if len(args) > 1 {
 			return fmt.Errorf("service-provider-kro flags takes no arguments")
