@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -27,7 +28,7 @@ func TestEveryKustomizationRenders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{OnboardingOverlay, PlatformOverlay, "samples", "manager", "crd/onboarding", "crd/platform", "rbac/onboarding", "rbac/platform"} {
+	for _, want := range []string{OnboardingOverlay, PlatformOverlay, "samples/onboarding", "samples/platform", "manager", "crd/onboarding", "crd/platform", "rbac/onboarding", "rbac/platform"} {
 		if !slices.Contains(dirs, want) {
 			t.Errorf("config/%s has no kustomization.yaml (found %v)", want, dirs)
 		}
@@ -43,7 +44,7 @@ func TestEveryKustomizationRenders(t *testing.T) {
 			}
 			for _, o := range objs {
 				checkRBAC(t, o)
-				if dir != "samples" && o.GetNamespace() != "" && o.GetNamespace() != Namespace {
+				if !strings.HasPrefix(dir, "samples/") && o.GetNamespace() != "" && o.GetNamespace() != Namespace {
 					t.Errorf("%s %s is in namespace %q, not %s", o.GetKind(), o.GetName(), o.GetNamespace(), Namespace)
 				}
 			}
@@ -226,11 +227,21 @@ func TestCRDFoldersMatchTheirLabel(t *testing.T) {
 }
 
 // TestSamplesAreValidObjects decodes every sample strictly into the API types, so that a
-// renamed or removed field fails here.
+// renamed or removed field fails here. Each folder holds the objects of one cluster, so
+// that it applies there as it is.
 func TestSamplesAreValidObjects(t *testing.T) {
-	objs := render(t, "samples")
-	wantKinds(t, objs, "ProviderConfig", "Kro")
-	for _, o := range objs {
+	onboarding, platform := render(t, "samples/onboarding"), render(t, "samples/platform")
+	wantKinds(t, onboarding, "Namespace", "Kro")
+	wantKinds(t, platform, "ProviderConfig")
+	for _, o := range platform {
+		if o.GetKind() == "ProviderConfig" && !strings.Contains(fmt.Sprint(o.Object["spec"]), v1alpha1.DefaultChartURL) {
+			t.Errorf("the sample ProviderConfig must write kro's chart URL %s out: %v", v1alpha1.DefaultChartURL, o.Object["spec"])
+		}
+	}
+	for _, o := range append(onboarding, platform...) {
+		if o.GetKind() == "Namespace" {
+			continue
+		}
 		data, err := yaml.Marshal(o.Object)
 		if err != nil {
 			t.Fatal(err)

@@ -259,25 +259,23 @@ func startRBACEnv(t *testing.T) *rbacEnv {
 	return e
 }
 
-// samplesAreAccepted creates every object of config/samples with a server-side dry run
-// on the cluster it belongs on, so that the API server's validation (OpenAPI and CEL)
-// judges them.
+// samplesAreAccepted applies the samples of each cluster (config/samples/onboarding,
+// config/samples/platform) there with a server-side dry run, in order, as kubectl apply
+// -k does, so that the API server's validation (OpenAPI and CEL) judges them.
 func (e *rbacEnv) samplesAreAccepted(t *testing.T) {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := context.Background()
-	objs, err := config.Render("samples")
-	g.Expect(err).NotTo(HaveOccurred())
-	for _, o := range objs {
-		c := e.platform.Client
-		if o.GetKind() == "Kro" {
-			c = e.onboarding.Client
+	for dir, c := range map[string]client.Client{"samples/onboarding": e.onboarding.Client, "samples/platform": e.platform.Client} {
+		objs, err := config.Render(dir)
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, o := range objs {
+			if o.GetKind() == "Namespace" {
+				g.Expect(client.IgnoreAlreadyExists(c.Create(ctx, o))).To(Succeed(), "sample namespace %s", o.GetName())
+				continue
+			}
+			g.Expect(c.Create(ctx, o, client.DryRunAll)).To(Succeed(), "sample %s %s in %s", o.GetKind(), o.GetName(), dir)
 		}
-		if ns := o.GetNamespace(); ns != "" {
-			err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-			g.Expect(client.IgnoreAlreadyExists(err)).To(Succeed())
-		}
-		g.Expect(c.Create(ctx, o, client.DryRunAll)).To(Succeed(), "sample %s %s", o.GetKind(), o.GetName())
 	}
 }
 

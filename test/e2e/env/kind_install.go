@@ -68,7 +68,8 @@ func DocCommands(file, heading string) ([]string, error) {
 // onboarding.yaml and platform.yaml, with the environment's kubectl and the provider's
 // binary first on PATH. It then
 // gives the provider the registry's pull secret and the environment's ProviderConfig (the
-// documented sample is applied, then replaced: it names registry.example.com), and each
+// documented sample is applied, then replaced: it names kro's public registry, which the
+// kind clusters cannot reach), and each
 // ControlPlane by the commands of "Giving a ControlPlane to the provider". It returns the
 // commands' output.
 func (e *Env) InstallProvider(ctx context.Context) (string, error) {
