@@ -3,7 +3,7 @@
 // markers stay; everything outside them is left as it is. It fails if the markers are
 // missing, repeated or out of order.
 //
-//	go run ./hack/splice -file docs/scaling.md -marker sharding-sim -content section.md
+//	go run ./hack/splice -file docs/measurements/scaling.md -marker sharding-sim -content section.md
 package main
 
 import (

@@ -424,7 +424,7 @@ func simulate(sc scenario, hc hashChoice) (map[int]figures, error) {
 // asserted (the target: every replica within ±15 % of the mean); asserted are the
 // properties of rendezvous hashing and, for our hash only, bounds any decent hash keeps.
 // With SHARDING_REPORT=<file> it writes the report as markdown (go tool task sharding-sim
-// puts it into docs/scaling.md).
+// puts it into docs/measurements/scaling.md).
 func TestAssignmentSimulation(t *testing.T) {
 	type row struct {
 		sc        scenario
@@ -476,7 +476,7 @@ func TestAssignmentSimulation(t *testing.T) {
 
 	var md strings.Builder
 	main := rows[0]
-	fmt.Fprintf(&md, "Written by `go tool task sharding-sim` (`TestAssignmentSimulation` in [providers/sharding/assign_test.go](../providers/sharding/assign_test.go)); "+
+	fmt.Fprintf(&md, "Written by `go tool task sharding-sim` (`TestAssignmentSimulation` in [providers/sharding/assign_test.go](../../providers/sharding/assign_test.go)); "+
 		"do not edit between the markers by hand, run it again. The names are generated from fixed seeds, so a run gives the same figures.\n\n")
 	fmt.Fprintf(&md, "%s ControlPlanes named %s assigned to n replicas named %s, by our hash (`sharding.Owner`) and by "+
 		"multicluster-runtime's `sharder.HRW` (FNV-1a without a finalizer). Balance is the most and the fewest ControlPlanes "+

@@ -41,7 +41,7 @@ func fluxShardsMarkdown(p func(string, ...any), f *FluxResults) {
 	p("| Kros seen with HelmReleaseReady not True during the move | %d |", m.NotReady)
 	p("| kro's Helm release revisions on the ControlPlanes, before → after the move | %d → %d |", m.ReleasesBefore, m.ReleasesAfter)
 	p("")
-	p("Reproduce: `go tool task bench -- -modes fluxshards -flux-controlplanes %d -flux-shards %d -repeats %d` (merges this section into docs/benchmarks.json and docs/benchmarks.md).",
+	p("Reproduce: `go tool task bench -- -modes fluxshards -flux-controlplanes %d -flux-shards %d -repeats %d` (merges this section into docs/measurements/benchmarks.json and docs/measurements/benchmarks.md).",
 		f.ControlPlanes, len(s.Keys), f.Repeats)
 }
 

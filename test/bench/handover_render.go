@@ -86,7 +86,7 @@ func handoverMarkdown(p func(string, ...any), r *HandoverResults) {
 		}
 	}
 	p("")
-	p("Reproduce: `%s` (merges this section into docs/benchmarks.json and docs/benchmarks.md, leaving the other figures as they are).", handoverReproduce(r))
+	p("Reproduce: `%s` (merges this section into docs/measurements/benchmarks.json and docs/measurements/benchmarks.md, leaving the other figures as they are).", handoverReproduce(r))
 }
 
 // accessText says how the earlier installations got their access.

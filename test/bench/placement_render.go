@@ -112,7 +112,7 @@ func placementMarkdown(p func(string, ...any), r *PlacementResults) {
 			intCounts(run.Workload.ObjectsAdded), verbs(run.Workload.Requests), run.Workload.RSSMiBBefore, run.Workload.RSSMiBAfter, run.Load1)
 	}
 	p("")
-	p("Reproduce: `%s` (merges this section into docs/benchmarks.json and docs/benchmarks.md, leaving the other figures as they are).", placementReproduce(r))
+	p("Reproduce: `%s` (merges this section into docs/measurements/benchmarks.json and docs/measurements/benchmarks.md, leaving the other figures as they are).", placementReproduce(r))
 }
 
 // intCounts lists counts by key: "namespaces 2, secrets 2"; "none" for none.

@@ -174,7 +174,7 @@ func missNotes(r *Results) map[string]string {
 	}
 }
 
-// Markdown renders the results as docs/benchmarks.md; latencySVG and memorySVG are the
+// Markdown renders the results as docs/measurements/benchmarks.md; latencySVG and memorySVG are the
 // plots' file names next to it.
 func Markdown(r *Results, latencySVG, memorySVG string) string {
 	var b strings.Builder

@@ -125,7 +125,7 @@ func rolloutMarkdown(p func(string, ...any), r *RolloutResults) {
 		}
 	}
 	p("")
-	p("Reproduce: `%s` (merges this section into docs/benchmarks.json and docs/benchmarks.md, leaving the other figures as they are).", rolloutReproduce(r))
+	p("Reproduce: `%s` (merges this section into docs/measurements/benchmarks.json and docs/measurements/benchmarks.md, leaving the other figures as they are).", rolloutReproduce(r))
 }
 
 func medP95Max(d Dist) string {

@@ -85,7 +85,7 @@ func EvaluateSharded(r *ShardedResults) []Target {
 			Measured: fmt.Sprintf("%s of %d (mean %.1f): at most %.1f %% off; as sharding.Owner computes: %v", shares(b.Owned), b.OwnedSum, b.Mean, b.MaxDeviationPct, b.Owned != nil && maps.Equal(b.Owned, b.Expected)),
 			Met:      b.MaxDeviationPct <= targetBalancePct,
 			Note: fmt.Sprintf("with %d Kros over %d replicas a random share spreads by ±%.0f %% (one standard deviation), so the spread says little about the hashing; "+
-				"docs/scaling.md simulates 10,000 names", b.OwnedSum, len(b.Owned), sigma),
+				"docs/measurements/scaling.md simulates 10,000 names", b.OwnedSum, len(b.Owned), sigma),
 		})
 	}
 	if len(r.Idle.LeaseRenewalsPerSecond) > 0 {
@@ -244,7 +244,7 @@ func shardedMarkdown(p func(string, ...any), r *ShardedResults) {
 	p("")
 	p("Reproduce: `go tool task bench -- -modes sharded -sharded-replicas %d -sharded-kros %d -shared-apiservers %d -sharded-lease %.0fs -sharded-partition %.0fs` (merges this section into",
 		r.Replicas, r.Kros, r.SharedAPIServers, r.LeaseDurationSeconds, r.PartitionSeconds)
-	p("docs/benchmarks.json and docs/benchmarks.md, leaving the other figures as they are).")
+	p("docs/measurements/benchmarks.json and docs/measurements/benchmarks.md, leaving the other figures as they are).")
 }
 
 func movedText(r *ShardedResults) string {

@@ -1,6 +1,6 @@
 // Package bench measures the provider's speed and scale against real kube-apiservers:
 // the provider runs as its own process, the harness drives Kros and plays Flux, and the
-// results are written as JSON and as docs/benchmarks.md with SVG plots.
+// results are written as JSON and as docs/measurements/benchmarks.md with SVG plots.
 package bench
 
 import (

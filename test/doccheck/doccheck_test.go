@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
 
 	"sigs.k8s.io/yaml"
 )
@@ -287,4 +288,78 @@ func TestTasksAndDocsAgree(t *testing.T) {
 			t.Errorf("task %q of Taskfile.yaml is named in no user doc", name)
 		}
 	}
+}
+
+// TestRelativeLinksResolve: every relative link in the repository's Markdown files points
+// at a file that exists and, for a Markdown file, at a heading it has.
+func TestRelativeLinksResolve(t *testing.T) {
+	link := regexp.MustCompile(`\]\(([^)#\s]*)(#[^)\s]*)?\)`)
+	err := filepath.WalkDir(root(t), func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "bin") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".md") {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root(t), path)
+		for _, m := range link.FindAllStringSubmatch(string(data), -1) {
+			target, anchor := m[1], strings.TrimPrefix(m[2], "#")
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			file := path
+			if target != "" {
+				file = filepath.Join(filepath.Dir(path), target)
+			}
+			if _, err := os.Stat(file); err != nil {
+				t.Errorf("%s links %s, which does not exist", rel, m[1])
+				continue
+			}
+			if anchor != "" && strings.HasSuffix(file, ".md") && !slices.Contains(headingAnchors(t, file), anchor) {
+				t.Errorf("%s links %s#%s, a heading %s does not have", rel, m[1], anchor, filepath.Base(file))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// headingAnchors are the anchors GitHub gives a Markdown file's headings.
+func headingAnchors(t *testing.T, file string) []string {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	inCode := false
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, "```") {
+			inCode = !inCode
+		}
+		if inCode || !strings.HasPrefix(line, "#") {
+			continue
+		}
+		title := strings.ToLower(strings.TrimSpace(strings.TrimLeft(line, "#")))
+		var b strings.Builder
+		for _, r := range title {
+			switch {
+			case r == ' ':
+				b.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				b.WriteRune(r)
+			}
+		}
+		out = append(out, b.String())
+	}
+	return out
 }

@@ -25,7 +25,7 @@ import (
 
 // The fault suite's report: one row per fault spec, written to the file that
 // RELIABILITY_REPORT names (relative to the repository's root) once every fault spec has
-// run; `go tool task test-faults` sets it to docs/reliability.md.
+// run; `go tool task test-faults` sets it to docs/measurements/reliability.md.
 
 // ReportVariable names the file the fault suite writes its report to.
 const ReportVariable = "RELIABILITY_REPORT"

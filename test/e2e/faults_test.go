@@ -17,7 +17,7 @@ import (
 )
 
 // The fault suite: the provider in the end-to-end environment, one fault at a time while
-// Kros are installed, upgraded or deleted. Each spec records a row of docs/reliability.md
+// Kros are installed, upgraded or deleted. Each spec records a row of docs/measurements/reliability.md
 // (see faults_report_test.go): whether the Kros converged, how long that took, and what
 // was left once they were gone (env.CheckLeftovers). It has an environment of its own,
 // with the standalone grace period shortened to accessGracePeriod.
