@@ -7,31 +7,23 @@ import (
 	"strings"
 )
 
-// commands are the commands whose flags the reference lists, in the order of the usage.
+// commands are the commands whose flags the reference lists, in the order of the usage;
+// bind binds a command's flags as the command does.
 var commands = []struct {
 	name, summary string
-	flags         func() *flag.FlagSet
+	bind          func(*flag.FlagSet)
 }{
-	{"init", "install or upgrade the provider's CRDs on the onboarding and the platform cluster", func() *flag.FlagSet {
-		fs := flag.NewFlagSet("init", flag.ContinueOnError)
-		(&commonOptions{}).bind(fs)
-		return fs
-	}},
-	{"run", "run the provider", func() *flag.FlagSet {
-		fs := flag.NewFlagSet("run", flag.ContinueOnError)
-		(&runOptions{}).bind(fs)
-		return fs
-	}},
-	{"onboarding-kubeconfig", "write a kubeconfig for the provider's ServiceAccount on the onboarding cluster, from a token the cluster issues", func() *flag.FlagSet {
-		fs := flag.NewFlagSet("onboarding-kubeconfig", flag.ContinueOnError)
-		(&kubeconfigOptions{}).bind(fs)
-		return fs
-	}},
-	{"preflight", "check an existing installation of this API against this release before the switch, and say what to fix; exits non-zero when the provider would stall", func() *flag.FlagSet {
-		fs := flag.NewFlagSet("preflight", flag.ContinueOnError)
-		(&preflightOptions{}).bind(fs)
-		return fs
-	}},
+	{"init", "install or upgrade the provider's CRDs on the onboarding and the platform cluster", (&commonOptions{}).bind},
+	{"run", "run the provider", (&runOptions{}).bind},
+	{"onboarding-kubeconfig", "write a kubeconfig for the provider's ServiceAccount on the onboarding cluster, from a token the cluster issues", (&kubeconfigOptions{}).bind},
+	{"preflight", "check an existing installation of this API against this release before the switch, and say what to fix; exits non-zero when the provider would stall", (&preflightOptions{}).bind},
+}
+
+// flagsOf is the flag set of the command name, bound as the command binds it.
+func flagsOf(name string, bind func(*flag.FlagSet)) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	bind(fs)
+	return fs
 }
 
 // writeFlagReference writes the flags of every command as Markdown, from the flag sets
@@ -46,7 +38,7 @@ func writeFlagReference(w io.Writer) error {
 	b.WriteString("`service-provider-kro <command> -h` prints the same.\n")
 	for _, c := range commands {
 		fmt.Fprintf(&b, "\n## %s\n\n%s.\n\n| flag | type | default | what it does |\n|---|---|---|---|\n", c.name, capitalize(c.summary))
-		c.flags().VisitAll(func(f *flag.Flag) {
+		flagsOf(c.name, c.bind).VisitAll(func(f *flag.Flag) {
 			typ, usage := flag.UnquoteUsage(f)
 			if typ == "" {
 				typ = "bool"

@@ -24,7 +24,7 @@ func TestFlagReferenceIsCurrent(t *testing.T) {
 	g.Expect(out.String()).To(Equal(string(written)), "run go tool task generate-flags")
 	g.Expect(out.String()).NotTo(ContainSubstring("somewhere"))
 	for _, c := range commands {
-		c.flags().VisitAll(func(f *flag.Flag) {
+		flagsOf(c.name, c.bind).VisitAll(func(f *flag.Flag) {
 			g.Expect(out.String()).To(ContainSubstring("| `--"+f.Name+"` |"), "%s --%s", c.name, f.Name)
 		})
 	}

@@ -138,11 +138,7 @@ func TestEveryConditionIsReported(t *testing.T) {
 	var obs step.Observation
 	obs.Set(v1alpha1.ConditionVersionResolved, metav1.ConditionFalse, v1alpha1.ReasonVersionNotOffered, "version x is not offered")
 	st := step.ComputeStatus(v1alpha1.KroStatus{}, 1, obs, t0)
-	var types []string
-	for _, c := range st.Conditions {
-		types = append(types, c.Type)
-	}
-	g.Expect(types).To(Equal(step.ConditionsOf(v1alpha1.PlacementControlPlane)))
+	g.Expect(typesOf(st.Conditions)).To(Equal(step.ConditionsOf(v1alpha1.PlacementControlPlane)))
 	ready := step.FindCondition(st.Conditions, v1alpha1.ConditionReady)
 	g.Expect(ready.Reason).To(Equal(v1alpha1.ReasonReconcileError), "the seed's contract: Ready=False, ReconcileError on an unknown version")
 	g.Expect(ready.Message).To(Equal("version x is not offered"))
@@ -242,11 +238,7 @@ func TestStepConditionsKeepTheirLegacy(t *testing.T) {
 	obs.Set(v1alpha1.ConditionControlPlanePartsReady, metav1.ConditionFalse, v1alpha1.ReasonOwnershipConflict, "a Helm release owns the CRDs")
 	st := step.ComputeStatus(v1alpha1.KroStatus{}, 1, obs, t0)
 
-	var types []string
-	for _, c := range st.Conditions {
-		types = append(types, c.Type)
-	}
-	g.Expect(types).To(Equal(step.ConditionsOf(v1alpha1.PlacementWorkloadCluster)))
+	g.Expect(typesOf(st.Conditions)).To(Equal(step.ConditionsOf(v1alpha1.PlacementWorkloadCluster)))
 	for _, typ := range []string{v1alpha1.ConditionControlPlanePartsReady, v1alpha1.ConditionWorkloadClusterReady} {
 		c := step.FindCondition(st.Conditions, typ)
 		g.Expect([]string{string(c.Status), c.Reason, c.Message}).To(Equal([]string{"False", v1alpha1.ReasonOwnershipConflict, "a Helm release owns the CRDs"}), typ)
@@ -310,4 +302,13 @@ func TestOccasionalStepConditions(t *testing.T) {
 		}
 		g.Expect(actions).To(Equal([]string{tc.step}), tc.step)
 	}
+}
+
+// typesOf are the conditions' types, in order.
+func typesOf(conds []metav1.Condition) []string {
+	out := make([]string, 0, len(conds))
+	for _, c := range conds {
+		out = append(out, c.Type)
+	}
+	return out
 }
