@@ -13,7 +13,7 @@ var controlPlanesDesc = prometheus.NewDesc(
 )
 
 // probesDesc counts the probes of engaged ControlPlanes by what called for them: a
-// ControlPlane quiet for the probe interval, a failed request of its own, or one that
+// ControlPlane quiet for the quiet period, a failed request of its own, or one that
 // was unreachable at the last probe.
 var probesDesc = prometheus.NewDesc(
 	"service_provider_kro_controlplane_probes_total",
