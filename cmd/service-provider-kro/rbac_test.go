@@ -339,7 +339,8 @@ func (e *rbacEnv) lifecycle(t *testing.T, stopProvider func(), grant func(Gomega
 	// A tenant's Kro. The provider creates the tenant namespace and copies the chart pull
 	// secret into it before it needs the ControlPlane; the OCIRepository waits for the
 	// ControlPlane, to go out with the HelmRelease.
-	g.Expect(e.onboarding.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "project-a"}})).To(Succeed())
+	// The samples made the namespace already (samplesAreAccepted).
+	g.Expect(client.IgnoreAlreadyExists(e.onboarding.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "project-a"}}))).To(Succeed())
 	kro := &v1alpha1.Kro{ObjectMeta: metav1.ObjectMeta{Name: "cp-1", Namespace: "project-a"}, Spec: v1alpha1.KroSpec{Version: "v0.9.4"}}
 	g.Expect(e.onboarding.Client.Create(ctx, kro)).To(Succeed())
 	tenant, err := owned.TenantNamespace(kro)
