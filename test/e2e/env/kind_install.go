@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -76,6 +77,11 @@ func (e *Env) InstallProvider(ctx context.Context) (string, error) {
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		return "", err
+	}
+	if e.ProviderBinary == "" { // the commands call the binary on the machine that runs them
+		if e.ProviderBinary, err = BuildProvider(ctx, io.Discard); err != nil {
+			return "", err
+		}
 	}
 	doc := filepath.Join(root, operationsDoc)
 	install, err := DocCommands(doc, installHeading)
