@@ -72,7 +72,10 @@ func TestProcessAliveAndKillPid(t *testing.T) {
 		t.Fatalf("killPid: %v", err)
 	}
 	select {
-	case <-exited:
+	case err := <-exited:
+		if err == nil {
+			t.Fatalf("the helper %d exited by itself, not killed", pid)
+		}
 	case <-time.After(10 * time.Second):
 		t.Fatalf("the helper %d is still running after killPid", pid)
 	}
@@ -90,7 +93,7 @@ func TestStopEndsTheProcessGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Kill()
+	defer func() { _ = p.Kill() }()
 	child := 0
 	deadline := time.Now().Add(30 * time.Second)
 	for child == 0 {
