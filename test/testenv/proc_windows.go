@@ -34,7 +34,7 @@ func killPid(pid int) error {
 	if err != nil {
 		return err
 	}
-	defer p.Release()
+	defer func() { _ = p.Release() }()
 	return p.Kill()
 }
 
@@ -48,7 +48,7 @@ func processAlive(pid int) bool {
 	if err != nil {
 		return false
 	}
-	defer windows.CloseHandle(h)
+	defer func() { _ = windows.CloseHandle(h) }()
 	var code uint32
 	return windows.GetExitCodeProcess(h, &code) == nil && code == stillActive
 }
