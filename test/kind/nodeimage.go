@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"time"
@@ -52,8 +53,12 @@ var files embed.FS
 // NodeImage returns the node image's local tag, building it when neither Docker nor the
 // cache under .cache/kind holds it. Building takes the binaries of NodeTools (built once
 // and cached by testenv), bootstraps Debian twice with mmdebstrap, and imports the result
-// into Docker. log receives what is done and how long each step took.
+// into Docker. log receives what is done and how long each step took. It needs Linux,
+// since the binaries built on this machine go into the linux image.
 func NodeImage(ctx context.Context, log io.Writer) (string, error) {
+	if runtime.GOOS != "linux" {
+		return "", fmt.Errorf("the kind node image needs Linux: it is made of binaries built on this machine, which is %s", runtime.GOOS)
+	}
 	bins, err := testenv.ToolPaths(ctx, log, NodeTools()...)
 	if err != nil {
 		return "", err

@@ -76,6 +76,11 @@ func main() {
 		dir = filepath.Join(root, ".sandbox")
 	}
 	var err error
+	if cmd != "kubectl-path" {
+		if err := platformError(); err != nil {
+			fail(err)
+		}
+	}
 	switch cmd {
 	case "up":
 		err = up(dir, *timeout, *openmcp)
@@ -112,7 +117,7 @@ func running(dir string) int {
 	if err != nil || pid <= 1 {
 		return 0
 	}
-	if syscall.Kill(pid, 0) != nil {
+	if signalPid(pid, 0) != nil {
 		return 0
 	}
 	return pid
@@ -146,7 +151,7 @@ func up(dir string, timeout time.Duration, openmcp bool) error {
 	}
 	cmd := exec.Command(self, args...)
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	detach(cmd)
 	if err := cmd.Start(); err != nil {
 		return err
 	}
@@ -211,13 +216,13 @@ func down(dir string) error {
 		return nil
 	}
 	fmt.Printf("Stopping the sandbox (pid %d) ...\n", pid)
-	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+	if err := signalPid(pid, syscall.SIGTERM); err != nil {
 		return err
 	}
 	start := time.Now()
-	for syscall.Kill(pid, 0) == nil {
+	for signalPid(pid, 0) == nil {
 		if time.Since(start) > 3*time.Minute {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+			_ = signalPid(pid, syscall.SIGKILL)
 			return fmt.Errorf("the sandbox (pid %d) did not stop within 3 minutes and was killed; see %s", pid, filepath.Join(dir, logFile))
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -324,7 +329,7 @@ func cleanStale(dir string) {
 			continue
 		}
 		if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && pid > 1 {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+			_ = signalPid(pid, syscall.SIGKILL)
 		}
 	}
 	_ = os.RemoveAll(dir)

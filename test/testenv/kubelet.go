@@ -87,8 +87,11 @@ type podRun struct {
 }
 
 // StartKubelet registers the node and starts running pods. Stop it with Stop, which kills
-// every pod's process.
+// every pod's process. It needs Linux, since the pods' images are linux images.
 func StartKubelet(ctx context.Context, opts KubeletOptions) (*Kubelet, error) {
+	if runtime.GOOS != "linux" {
+		return nil, fmt.Errorf("the testenv kubelet needs Linux: it runs the binaries of linux images as processes of this machine, which is %s", runtime.GOOS)
+	}
 	if opts.NodeName == "" {
 		opts.NodeName = "testenv-kubelet"
 	}

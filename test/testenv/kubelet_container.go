@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -71,7 +70,8 @@ func (k *Kubelet) start(ctx context.Context, pod *corev1.Pod, ctr *corev1.Contai
 	cmd.Env = env
 	cmd.Dir = podDir
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	ownProcessGroup(cmd)
+	setDeathSignal(cmd)
 	if err := cmd.Start(); err != nil {
 		return nil, nil, err
 	}

@@ -127,13 +127,13 @@ func waitOrStop(ctx context.Context, proc *exec.Cmd, pod *corev1.Pod) (code int,
 	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil && time.Duration(*g)*time.Second < grace {
 		grace = time.Duration(*g) * time.Second
 	}
-	_ = syscall.Kill(-proc.Process.Pid, syscall.SIGTERM)
+	_ = signalGroup(proc.Process, syscall.SIGTERM)
 	select {
 	case err := <-exited:
 		return exitCode(err), true
 	case <-time.After(grace):
 	}
-	_ = syscall.Kill(-proc.Process.Pid, syscall.SIGKILL)
+	_ = signalGroup(proc.Process, syscall.SIGKILL)
 	return exitCode(<-exited), true
 }
 

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -195,7 +194,7 @@ func (c *KwokCluster) stop() error {
 			continue
 		}
 		if pid, perr := strconv.Atoi(strings.TrimSpace(string(data))); perr == nil && pid > 1 {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+			_ = killPid(pid)
 		}
 	}
 	return err
@@ -215,7 +214,7 @@ func (c *KwokCluster) StopAPIServer() error {
 	if err != nil || pid <= 1 {
 		return fmt.Errorf("kwok cluster %s: pid file %s holds %q", c.Name, pidPath, data)
 	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && err != syscall.ESRCH {
+	if err := killPid(pid); err != nil {
 		return fmt.Errorf("killing kube-apiserver of kwok cluster %s (pid %d): %w", c.Name, pid, err)
 	}
 	// kwokctl runs its components detached, so nobody here reaps them: wait until the
@@ -259,18 +258,6 @@ func (c *KwokCluster) discovery() *discovery.DiscoveryClient {
 	cfg := rest.CopyConfig(c.Config)
 	cfg.Timeout = 2 * time.Second
 	return discovery.NewDiscoveryClientForConfigOrDie(cfg)
-}
-
-// processAlive says whether a process exists and is not a zombie.
-func processAlive(pid int) bool {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// The state follows the command name in parentheses, which may hold spaces.
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || (s[i+2] != 'Z' && s[i+2] != 'X')
 }
 
 // LogDir is where the logs of the cluster's components are kept once it is stopped;

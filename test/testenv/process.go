@@ -31,8 +31,8 @@ type Process struct {
 }
 
 // StartProcess starts bin with args in its own process group, with the test process's
-// environment plus env, writing its output to logDir/<name>.log. The process is killed
-// too when the test process dies without stopping it.
+// environment plus env, writing its output to logDir/<name>.log. On Linux the process is
+// killed too when the test process dies without stopping it.
 func StartProcess(name, logDir string, env []string, bin string, args ...string) (*Process, error) {
 	return startProcess(name, logDir, append(os.Environ(), env...), bin, args...)
 }
@@ -51,7 +51,8 @@ func startProcess(name, logDir string, env []string, bin string, args ...string)
 	cmd.Env = env
 	cmd.Stdout = f
 	cmd.Stderr = f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	ownProcessGroup(cmd)
+	setDeathSignal(cmd)
 	if err := cmd.Start(); err != nil {
 		_ = f.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)
@@ -72,7 +73,8 @@ func (p *Process) Exited() <-chan struct{} { return p.done }
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
 // Stop sends SIGTERM to the process group, waits up to 10 seconds and then kills it.
-// It is safe to call more than once and on a nil Process.
+// (On Windows, which has no SIGTERM, the process alone is terminated at once.) It is safe
+// to call more than once and on a nil Process.
 func (p *Process) Stop() error {
 	if p == nil {
 		return nil
@@ -84,11 +86,11 @@ func (p *Process) Stop() error {
 		default:
 		}
 		pgid := p.cmd.Process.Pid
-		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		_ = signalGroup(p.cmd.Process, syscall.SIGTERM)
 		select {
 		case <-p.done:
 		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			_ = signalGroup(p.cmd.Process, syscall.SIGKILL)
 			select {
 			case <-p.done:
 			case <-time.After(5 * time.Second):
@@ -112,7 +114,7 @@ func (p *Process) Kill() error {
 			return
 		default:
 		}
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		_ = signalGroup(p.cmd.Process, syscall.SIGKILL)
 		select {
 		case <-p.done:
 		case <-time.After(10 * time.Second):
@@ -213,9 +215,17 @@ func runCommand(env []string, dir, bin string, args ...string) ([]byte, error) {
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.Stderr = &out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	setDeathSignal(cmd)
 	if err := cmd.Run(); err != nil {
 		return out.Bytes(), fmt.Errorf("%s %s: %w\n%s", filepath.Base(bin), strings.Join(args, " "), err, out.String())
 	}
 	return out.Bytes(), nil
+}
+
+// sysProcAttr returns cmd's SysProcAttr, which it creates first if there is none.
+func sysProcAttr(cmd *exec.Cmd) *syscall.SysProcAttr {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	return cmd.SysProcAttr
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -50,6 +51,9 @@ func startKind(ctx context.Context, opts Options) (_ *Env, err error) {
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
+	}
+	if runtime.GOOS != "linux" {
+		return nil, fmt.Errorf("%s=%s needs Linux (the kind node image is made of binaries built on this machine, which is %s) and a Docker engine", BackendVariable, BackendKind, runtime.GOOS)
 	}
 	if !kind.DockerAnswers(ctx) {
 		return nil, fmt.Errorf("%s=%s needs a Docker engine, and `docker info` does not answer", BackendVariable, BackendKind)

@@ -74,8 +74,12 @@ type OpenMCPEnv struct {
 }
 
 // StartOpenMCP builds what is missing and starts the environment. On error whatever was
-// started is stopped again; otherwise call Stop.
+// started is stopped again; otherwise call Stop. It needs Linux: openmcp-operator runs the
+// provider from its linux image, through the testenv kubelet.
 func StartOpenMCP(ctx context.Context, opts OpenMCPOptions) (_ *OpenMCPEnv, err error) {
+	if runtime.GOOS != "linux" {
+		return nil, fmt.Errorf("the openmcp environment needs Linux: openmcp-operator runs the provider from its linux image, through the testenv kubelet (this machine is %s)", runtime.GOOS)
+	}
 	if opts.Log == nil {
 		opts.Log = io.Discard
 	}
