@@ -128,18 +128,27 @@ func (e *Env) InstallProvider(ctx context.Context) (string, error) {
 	if err := pc.Update(ctx, got); err != nil {
 		return log.String(), err
 	}
-	for _, cp := range e.ControlPlanes {
-		if err := os.WriteFile(filepath.Join(work, "cp.yaml"), cp.Kubeconfig, 0o600); err != nil {
-			return log.String(), err
-		}
-		if err := e.sh(ctx, work, &log, give[0], "KUBECONFIG=platform.yaml", "KRO="+cp.Namespace+"/"+cp.Name); err != nil {
-			return log.String(), err
-		}
-		if err := pc.Get(ctx, client.ObjectKey{Name: cp.TenantNamespace}, &corev1.Namespace{}); err != nil {
-			return log.String(), fmt.Errorf("the documented commands did not make tenant namespace %s of %s/%s: %w", cp.TenantNamespace, cp.Namespace, cp.Name, err)
-		}
+	if err := e.giveControlPlanes(ctx, work, &log, give[0]); err != nil {
+		return log.String(), err
 	}
 	return log.String(), waitDeploymentAvailable(ctx, pc, e.PodNamespace, "service-provider-kro", 3*time.Minute)
+}
+
+// giveControlPlanes runs the documented block that gives a ControlPlane to the provider,
+// for each ControlPlane, and checks that it made the ControlPlane's tenant namespace.
+func (e *Env) giveControlPlanes(ctx context.Context, work string, log *bytes.Buffer, give string) error {
+	for _, cp := range e.ControlPlanes {
+		if err := os.WriteFile(filepath.Join(work, "cp.yaml"), cp.Kubeconfig, 0o600); err != nil {
+			return err
+		}
+		if err := e.sh(ctx, work, log, give, "KUBECONFIG=platform.yaml", "KRO="+cp.Namespace+"/"+cp.Name); err != nil {
+			return err
+		}
+		if err := e.Platform.Client.Get(ctx, client.ObjectKey{Name: cp.TenantNamespace}, &corev1.Namespace{}); err != nil {
+			return fmt.Errorf("the documented commands did not make tenant namespace %s of %s/%s: %w", cp.TenantNamespace, cp.Namespace, cp.Name, err)
+		}
+	}
+	return nil
 }
 
 // sh runs a documented block of commands with bash -euo pipefail in dir.
