@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
-	"github.com/openmcp-project/service-provider-kro/clusters"
 	"github.com/openmcp-project/service-provider-kro/controllers/flux"
 	"github.com/openmcp-project/service-provider-kro/controllers/foreign"
 	"github.com/openmcp-project/service-provider-kro/controllers/guard"
@@ -118,10 +117,8 @@ func (r *Remover) abandonRelease(ctx context.Context, s *step.Scope, hr *helmv2.
 	if hr.Spec.Suspend {
 		return nil
 	}
-	orig := hr.DeepCopy()
-	hr.Spec.Suspend = true
-	if err := r.Platform.Patch(ctx, hr, client.MergeFrom(orig), clusters.FieldOwner); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("suspending HelmRelease %s/%s: %w", hr.Namespace, hr.Name, err)
+	if err := flux.SuspendRelease(ctx, r.Platform, hr); err != nil {
+		return err
 	}
 	r.Recorder.Eventf(s.Kro, nil, corev1.EventTypeWarning, v1alpha1.ReasonControlPlaneGone, "Delete", "%s", msg)
 	return nil

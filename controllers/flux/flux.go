@@ -214,3 +214,17 @@ func managedFlux(o client.Object, ready metav1.ConditionStatus, message string) 
 		Ready: ready, Message: message,
 	}
 }
+
+// SuspendRelease suspends a HelmRelease, so that Flux deletes it without an uninstall; a
+// HelmRelease already suspended, or gone, is left as it is.
+func SuspendRelease(ctx context.Context, c client.Client, hr *helmv2.HelmRelease) error {
+	if hr.Spec.Suspend {
+		return nil
+	}
+	orig := hr.DeepCopy()
+	hr.Spec.Suspend = true
+	if err := c.Patch(ctx, hr, client.MergeFrom(orig), clusters.FieldOwner); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("suspending HelmRelease %s/%s: %w", hr.Namespace, hr.Name, err)
+	}
+	return nil
+}

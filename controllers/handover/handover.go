@@ -132,10 +132,7 @@ func (r *Taker) SuspendEarlier(ctx context.Context, s *step.Scope) (step.Result,
 		s.Obs.Set(v1alpha1.ConditionEarlierReleaseSuspended, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, suspended)
 		return step.Proceed, nil
 	}
-	if meta.IsStatusConditionTrue(hr.Status.Conditions, fluxmeta.ReconcilingCondition) {
-		s.Obs.Set(v1alpha1.ConditionEarlierReleaseSuspended, metav1.ConditionUnknown, v1alpha1.ReasonReconciling, fmt.Sprintf(
-			"waiting for Flux to finish its work on the earlier provider's HelmRelease %s/%s before suspending it", hr.Namespace, hr.Name))
-		s.Requeue(handOverRecheck)
+	if fluxBusy(s, hr, "suspending it") {
 		return step.Waiting, nil
 	}
 	if err := r.setSuspend(ctx, hr, true); err != nil {
@@ -146,6 +143,18 @@ func (r *Taker) SuspendEarlier(ctx context.Context, s *step.Scope) (step.Result,
 		hr.Namespace, hr.Name, owned.ReleaseName, owned.KroNamespace)
 	s.Obs.Set(v1alpha1.ConditionEarlierReleaseSuspended, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, suspended)
 	return step.Proceed, nil
+}
+
+// fluxBusy tells whether helm-controller is still working on the earlier HelmRelease, and
+// then reports that the step waits for it before what it is about to do.
+func fluxBusy(s *step.Scope, hr *helmv2.HelmRelease, before string) bool {
+	if !meta.IsStatusConditionTrue(hr.Status.Conditions, fluxmeta.ReconcilingCondition) {
+		return false
+	}
+	s.Obs.Set(v1alpha1.ConditionEarlierReleaseSuspended, metav1.ConditionUnknown, v1alpha1.ReasonReconciling, fmt.Sprintf(
+		"waiting for Flux to finish its work on the earlier provider's HelmRelease %s/%s before %s", hr.Namespace, hr.Name, before))
+	s.Requeue(handOverRecheck)
+	return true
 }
 
 // FinishHandOver runs after the provider's HelmRelease step: once that is Ready, the

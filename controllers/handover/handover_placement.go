@@ -6,10 +6,8 @@ import (
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
-	fluxmeta "github.com/fluxcd/pkg/apis/meta"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -43,10 +41,7 @@ import (
 func (r *Taker) uninstallEarlierFirst(ctx context.Context, s *step.Scope) (step.Result, error) {
 	hr := s.Earlier.Release
 	if hr.DeletionTimestamp.IsZero() {
-		if meta.IsStatusConditionTrue(hr.Status.Conditions, fluxmeta.ReconcilingCondition) {
-			s.Obs.Set(v1alpha1.ConditionEarlierReleaseSuspended, metav1.ConditionUnknown, v1alpha1.ReasonReconciling, fmt.Sprintf(
-				"waiting for Flux to finish its work on the earlier provider's HelmRelease %s/%s before deleting it to uninstall kro from the ControlPlane", hr.Namespace, hr.Name))
-			s.Requeue(handOverRecheck)
+		if fluxBusy(s, hr, "deleting it to uninstall kro from the ControlPlane") {
 			return step.Waiting, nil
 		}
 		if err := r.UninstallEarlier(ctx, s, hr); err != nil {

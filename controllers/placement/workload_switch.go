@@ -59,7 +59,7 @@ func (r *Workload) switchWorkloadCluster(ctx context.Context, s *step.Scope, w *
 	}
 	if hr.DeletionTimestamp.IsZero() {
 		if left == "" {
-			if err := r.suspendRelease(ctx, hr); err != nil {
+			if err := flux.SuspendRelease(ctx, r.Platform, hr); err != nil {
 				return step.Proceed, err
 			}
 		}
@@ -106,19 +106,6 @@ func (r *Workload) leaveOldWorkloadCluster(ctx context.Context, s *step.Scope, h
 		return "", err
 	}
 	return ref.Name, removeNamespaceOn(ctx, old, old, s.Kro, r.ProviderName, namespace)
-}
-
-// suspendRelease suspends a HelmRelease, so that Flux deletes it without an uninstall.
-func (r *Workload) suspendRelease(ctx context.Context, hr *helmv2.HelmRelease) error {
-	if hr.Spec.Suspend {
-		return nil
-	}
-	orig := hr.DeepCopy()
-	hr.Spec.Suspend = true
-	if err := r.Platform.Patch(ctx, hr, client.MergeFrom(orig), clusters.FieldOwner); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("suspending HelmRelease %s/%s: %w", hr.Namespace, hr.Name, err)
-	}
-	return nil
 }
 
 // LeaveSwitchedWorkloadCluster removes, in a deletion, kro's credential and the tenant's
