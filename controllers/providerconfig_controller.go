@@ -308,40 +308,11 @@ func (r *ProviderConfigReconciler) observe(ctx context.Context, pc *v1alpha1.Pro
 }
 
 // checkPullSecrets adds the problems of the pull secrets that a version's artifacts name
-// to obs. revision names the revision the artifacts were read from, for the messages: ""
-// for the version in spec.versions.
+// to obs (see pullsecrets.Copier.VersionProblems).
 func checkPullSecrets(ctx context.Context, secrets *pullsecrets.Copier, v *v1alpha1.KroVersion, revision string, obs *providerConfigObservation) error {
-	images, err := versions.ImagePullSecretNames(v)
-	if err != nil {
-		msg := err.Error()
-		if revision != "" {
-			msg = "revision " + revision + ": " + msg
-		}
-		obs.problems = append(obs.problems, pullsecrets.SecretProblem{Reason: v1alpha1.ReasonInvalidProviderConfig, Message: msg})
-		return nil
-	}
-	of := ""
-	if revision != "" {
-		of = " of revision " + revision
-	}
-	check := func(name, use string) error {
-		_, problem, err := secrets.SourceSecret(ctx, name, use+of, v.Version)
-		if problem != nil {
-			obs.problems = append(obs.problems, *problem)
-		}
-		return err
-	}
-	if v.ChartPullSecret != "" {
-		if err := check(v.ChartPullSecret, "chart pull secret"); err != nil {
-			return err
-		}
-	}
-	for _, name := range images {
-		if err := check(name, "image pull secret"); err != nil {
-			return err
-		}
-	}
-	return nil
+	problems, err := secrets.VersionProblems(ctx, v, revision)
+	obs.problems = append(obs.problems, problems...)
+	return err
 }
 
 // providerConfigStatus is the status the ProviderConfig should have, and when to look

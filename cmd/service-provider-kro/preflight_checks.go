@@ -17,6 +17,8 @@ import (
 
 	"github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/controllers/handover"
+	"github.com/openmcp-project/service-provider-kro/controllers/pullsecrets"
+	"github.com/openmcp-project/service-provider-kro/controllers/step"
 	"github.com/openmcp-project/service-provider-kro/controllers/versions"
 )
 
@@ -154,8 +156,8 @@ func (p *preflightRun) checkKros(ctx context.Context) error {
 	return nil
 }
 
-// checkPullSecrets checks that the pull secrets every version names are in the
-// provider's namespace with the right type.
+// checkPullSecrets checks the pull secrets every version names as the ProviderConfig's
+// status would: in the provider's namespace, with the right type.
 func (p *preflightRun) checkPullSecrets(ctx context.Context) error {
 	if p.pc == nil {
 		return nil
@@ -164,35 +166,22 @@ func (p *preflightRun) checkPullSecrets(ctx context.Context) error {
 		p.noteThat("pull secrets not checked: give --pod-namespace, the provider's namespace on the platform cluster")
 		return nil
 	}
+	secrets := &pullsecrets.Copier{Clients: step.Clients{Platform: p.platform, PodNamespace: p.opts.podNamespace, ProviderName: p.opts.providerName}}
 	var problems []string
-	checked := 0
 	for i := range p.pc.Spec.Versions {
-		v := &p.pc.Spec.Versions[i]
-		names, err := versions.ImagePullSecretNames(v)
+		found, err := secrets.VersionProblems(ctx, &p.pc.Spec.Versions[i], "")
 		if err != nil {
-			problems = append(problems, fmt.Sprintf("version %s: helmValues.imagePullSecrets cannot be read: %v", v.Version, err))
+			return fmt.Errorf("preflight: %w", err)
 		}
-		if v.ChartPullSecret != "" {
-			names = append(names, v.ChartPullSecret)
-		}
-		for _, name := range names {
-			checked++
-			s := &corev1.Secret{}
-			switch err := p.platform.Get(ctx, client.ObjectKey{Namespace: p.opts.podNamespace, Name: name}, s); {
-			case apierrors.IsNotFound(err):
-				problems = append(problems, fmt.Sprintf("secret %s/%s (version %s) is missing", p.opts.podNamespace, name, v.Version))
-			case err != nil:
-				return fmt.Errorf("preflight: reading secret %s/%s: %w", p.opts.podNamespace, name, err)
-			case s.Type != corev1.SecretTypeDockerConfigJson:
-				problems = append(problems, fmt.Sprintf("secret %s/%s (version %s) has type %q, not %s", p.opts.podNamespace, name, v.Version, s.Type, corev1.SecretTypeDockerConfigJson))
-			}
+		for _, problem := range found {
+			problems = append(problems, problem.Message)
 		}
 	}
 	if len(problems) > 0 {
 		p.toFix("pull secrets: %s; the Kros on these versions would wait with PullSecretsReady False", strings.Join(problems, "; "))
 		return nil
 	}
-	p.ok("%s that the versions name: in namespace %s with type %s", plural(checked, "pull secret"), p.opts.podNamespace, corev1.SecretTypeDockerConfigJson)
+	p.ok("the pull secrets the versions name are in namespace %s with type %s", p.opts.podNamespace, corev1.SecretTypeDockerConfigJson)
 	return nil
 }
 
@@ -209,8 +198,8 @@ func (p *preflightRun) checkEarlierInstallations(ctx context.Context) error {
 		return fmt.Errorf("preflight: listing HelmReleases: %w", err)
 	}
 	earlier := 0
-	for _, hr := range hrs.Items {
-		if hr.Labels[v1alpha1.LabelManagedBy] == "" {
+	for i := range hrs.Items {
+		if handover.IsEarlierRelease(&hrs.Items[i]) {
 			earlier++
 		}
 	}

@@ -93,7 +93,8 @@ func TestPreflight(t *testing.T) {
 		`FIX   ProviderConfig "kro" does not pass this release's validation`,
 		"chartURL must be an OCI URL",
 		`FIX   1 Kro on a version ProviderConfig "kro" does not offer would wait with VersionNotOffered: project-a/cp-2 ("v0.8.0")`,
-		"FIX   pull secrets: secret kro-provider/regcred (version v0.9.4) is missing",
+		// in the words of the ProviderConfig's status (pullsecrets.Copier.VersionProblems)
+		`FIX   pull secrets: secret "regcred" (chart pull secret of version v0.9.4) not found in namespace kro-provider on the platform cluster: create it with type kubernetes.io/dockerconfigjson`,
 		"note  1 installation of kro by the earlier provider (HelmRelease kro-helm-release)",
 		"4 to fix before the switch",
 	} {

@@ -77,9 +77,8 @@ func (r *Taker) earlierReader() client.Reader {
 }
 
 // FindEarlier looks for the earlier provider's objects in the tenant namespace. Its
-// HelmRelease counts only when it drives the same Helm release as the provider's
-// (release kro, target and storage namespace kro-system) and carries none of the
-// provider's labels; anything else of that name is not the provider's business.
+// HelmRelease counts only when IsEarlierRelease; anything else of that name is not the
+// provider's business.
 func (r *Taker) FindEarlier(ctx context.Context, s *step.Scope) error {
 	e := &step.Earlier{}
 	hr := &helmv2.HelmRelease{}
@@ -87,8 +86,7 @@ func (r *Taker) FindEarlier(ctx context.Context, s *step.Scope) error {
 	case apierrors.IsNotFound(err):
 	case err != nil:
 		return fmt.Errorf("looking for the earlier provider's HelmRelease: %w", err)
-	case hr.Labels[v1alpha1.LabelManagedBy] == "" && hr.Spec.ReleaseName == owned.ReleaseName &&
-		hr.Spec.TargetNamespace == owned.KroNamespace && hr.Spec.StorageNamespace == owned.KroNamespace:
+	case IsEarlierRelease(hr):
 		e.Release = hr
 	}
 	repo := &sourcev1.OCIRepository{}
@@ -112,6 +110,14 @@ func (r *Taker) FindEarlier(ctx context.Context, s *step.Scope) error {
 		"the earlier provider's installation of kro is here (%s); the provider takes it over without an uninstall once the steps before its HelmRelease are done (see the other conditions), and removes it once its own HelmRelease is Ready",
 		e.Names()))
 	return nil
+}
+
+// IsEarlierRelease tells whether a HelmRelease named EarlierHelmReleaseName is the
+// earlier provider's: it carries none of the provider's labels and drives the Helm
+// release the provider's would (release kro, target and storage namespace kro-system).
+func IsEarlierRelease(hr *helmv2.HelmRelease) bool {
+	return hr.Labels[v1alpha1.LabelManagedBy] == "" && hr.Spec.ReleaseName == owned.ReleaseName &&
+		hr.Spec.TargetNamespace == owned.KroNamespace && hr.Spec.StorageNamespace == owned.KroNamespace
 }
 
 // SuspendEarlier runs before the provider applies its HelmRelease: the earlier one must

@@ -177,6 +177,44 @@ func (r *Copier) SourceSecret(ctx context.Context, name, use, version string) (*
 	return secret, nil, nil
 }
 
+// VersionProblems reads every pull secret a version names (its chartPullSecret and the
+// image pull secrets of its Helm values) and returns what is wrong with them, as the
+// ProviderConfig reports it and `preflight` prints it. revision names the revision the
+// version was read from, for the messages: "" for the version in spec.versions.
+func (r *Copier) VersionProblems(ctx context.Context, v *v1alpha1.KroVersion, revision string) ([]SecretProblem, error) {
+	images, err := versions.ImagePullSecretNames(v)
+	if err != nil {
+		msg := err.Error()
+		if revision != "" {
+			msg = "revision " + revision + ": " + msg
+		}
+		return []SecretProblem{{Reason: v1alpha1.ReasonInvalidProviderConfig, Message: msg}}, nil
+	}
+	of := ""
+	if revision != "" {
+		of = " of revision " + revision
+	}
+	var problems []SecretProblem
+	check := func(name, use string) error {
+		_, problem, err := r.SourceSecret(ctx, name, use+of, v.Version)
+		if problem != nil {
+			problems = append(problems, *problem)
+		}
+		return err
+	}
+	if v.ChartPullSecret != "" {
+		if err := check(v.ChartPullSecret, "chart pull secret"); err != nil {
+			return nil, err
+		}
+	}
+	for _, name := range images {
+		if err := check(name, "image pull secret"); err != nil {
+			return nil, err
+		}
+	}
+	return problems, nil
+}
+
 // SecretProblem is what is wrong with a source pull secret, for the condition.
 type SecretProblem struct {
 	Reason, Message string
