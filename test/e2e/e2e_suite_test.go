@@ -10,10 +10,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
+	"github.com/onsi/ginkgo/v2/types"
 	. "github.com/onsi/gomega"
 
 	"github.com/openmcp-project/service-provider-kro/test/e2e/env"
@@ -109,7 +111,35 @@ var _ = ReportAfterSuite("timings", func(r Report) {
 	}
 	if !r.SuiteSucceeded {
 		fmt.Printf("the logs of every process are kept in %s\n", logDir)
+		writeFailureDigest(r)
 	} else if logDir != "" && os.Getenv("TESTENV_LOG_DIR") == "" {
 		_ = os.RemoveAll(filepath.Clean(logDir))
 	}
 })
+
+// FailureDigestEnv names a file that a failed run writes a short digest of its failures
+// into: each failed spec, where it failed and the start of its message. CI prints it last,
+// where the end of a long log is all that is shown.
+const FailureDigestEnv = "E2E_FAILURE_DIGEST"
+
+func writeFailureDigest(r Report) {
+	path := os.Getenv(FailureDigestEnv)
+	if path == "" {
+		return
+	}
+	var b strings.Builder
+	for _, s := range r.SpecReports {
+		if !s.State.Is(types.SpecStateFailureStates) {
+			continue
+		}
+		msg := strings.Split(strings.TrimSpace(s.Failure.Message), "\n")
+		if len(msg) > 12 {
+			msg = append(msg[:12], fmt.Sprintf("… (%d more lines)", len(msg)-12))
+		}
+		fmt.Fprintf(&b, "%s %q in %s at %s after %s:\n  %s\n", s.State, s.FullText(), s.Failure.FailureNodeType,
+			s.Failure.Location, s.RunTime.Round(time.Second), strings.Join(msg, "\n  "))
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		fmt.Printf("writing the failure digest: %v\n", err)
+	}
+}

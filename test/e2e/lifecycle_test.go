@@ -189,6 +189,8 @@ var _ = Describe("the Kro lifecycle on two ControlPlanes at once", Ordered, func
 		Expect(imagePullSecretCopies(Default, cps[0])).To(BeEmpty())
 	})
 
+	documentedRunSpec(func() *env.ControlPlane { return cps[1] }) // cp-2, on v0.9.4 with an image pull secret
+
 	It("shows a tenant's ResourceGraphDefinition and its readiness in the Kro's status", func() {
 		for _, cp := range cps {
 			Expect(e.StartKroController(suiteCtx, cp)).To(Succeed())

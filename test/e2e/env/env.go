@@ -73,7 +73,9 @@ func BackendFromEnvironment() (Backend, error) {
 // Defaults of Options.
 const (
 	DefaultProviderName = "kro"
-	DefaultPodNamespace = "kro-provider"
+	// DefaultPodNamespace is the namespace config/ installs the provider into, and the
+	// one docs/operations.md's `run` names.
+	DefaultPodNamespace = "service-provider-kro-system"
 	// PullSecretName is the registry's credentials in the provider's namespace: the
 	// chart pull secret of both versions and the image pull secret of v0.9.4.
 	PullSecretName = "registry-credentials"

@@ -21,7 +21,7 @@ import (
 )
 
 // KindPodNamespace is the provider's namespace in the kind backend: the one config/ installs.
-const KindPodNamespace = "service-provider-kro-system"
+const KindPodNamespace = DefaultPodNamespace
 
 // kindBackend holds what the kind backend started.
 type kindBackend struct {

@@ -156,8 +156,7 @@ func (e *Env) sh(ctx context.Context, dir string, log *bytes.Buffer, script stri
 	fmt.Fprintf(log, "$ %s", script)
 	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
 	cmd.Dir = dir
-	path := strings.Join([]string{filepath.Dir(e.Kubectl()), filepath.Dir(e.ProviderBinary), os.Getenv("PATH")}, string(os.PathListSeparator))
-	cmd.Env = append(append(os.Environ(), "PATH="+path), env...)
+	cmd.Env = append(append(os.Environ(), "PATH="+e.toolPath()), env...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("running the commands of %s: %w\n%s", operationsDoc, err, log.String())
