@@ -415,15 +415,20 @@ func (e *Env) runProvider(ctx context.Context, name, logDir string, extra ...str
 	if err != nil {
 		return nil, "", "", err
 	}
-	return p, addrs[0], addrs[1], waitReady(ctx, p, "http://"+addrs[1]+"/readyz", time.Minute)
+	return p, addrs[0], addrs[1], waitReady(ctx, p, "http://"+addrs[1]+"/readyz")
 }
 
 // MetricsURL is the provider's metrics endpoint.
 func (e *Env) MetricsURL() string { return "http://" + e.providerMetrics + "/metrics" }
 
-func waitReady(ctx context.Context, p *testenv.Process, url string, timeout time.Duration) error {
+// readyTimeout is how long a provider process has to report ready.
+const readyTimeout = time.Minute
+
+// waitReady waits until a provider process answers url (its /readyz) with 200, for
+// readyTimeout at most.
+func waitReady(ctx context.Context, p *testenv.Process, url string) error {
 	hc := &http.Client{Timeout: 2 * time.Second}
-	deadline := time.Now().Add(timeout)
+	deadline := time.Now().Add(readyTimeout)
 	for {
 		if err := p.ExitError(); err != nil {
 			return fmt.Errorf("%w\n%s", err, p.LogTail(30))
@@ -436,7 +441,7 @@ func waitReady(ctx context.Context, p *testenv.Process, url string, timeout time
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not ready at %s after %s\n%s", p.Name, url, timeout, p.LogTail(30))
+			return fmt.Errorf("%s not ready at %s after %s\n%s", p.Name, url, readyTimeout, p.LogTail(30))
 		}
 		select {
 		case <-ctx.Done():

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,7 +49,7 @@ func (e *Env) RestartProvider(ctx context.Context) error {
 		return err
 	}
 	e.Provider = p
-	return waitReady(ctx, p, "http://"+e.probeAt+"/readyz", time.Minute)
+	return waitReady(ctx, p, "http://"+e.probeAt+"/readyz")
 }
 
 // StopFluxController stops one of Flux's controllers (testenv.SourceController.Name or

@@ -3,7 +3,6 @@ package env
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
@@ -47,5 +46,5 @@ func (r *Replica) Restart(ctx context.Context) error {
 		return err
 	}
 	r.Process = p
-	return waitReady(ctx, p, "http://"+r.probe+"/readyz", time.Minute)
+	return waitReady(ctx, p, "http://"+r.probe+"/readyz")
 }

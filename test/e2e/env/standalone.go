@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
@@ -76,7 +75,7 @@ func (e *Env) StartDocumentedProvider(ctx context.Context) (*testenv.Process, st
 	if err != nil {
 		return nil, log.String(), err
 	}
-	if err := waitReady(ctx, p, "http://"+addrs[1]+"/readyz", time.Minute); err != nil {
+	if err := waitReady(ctx, p, "http://"+addrs[1]+"/readyz"); err != nil {
 		_ = p.Stop()
 		return nil, log.String(), err
 	}
