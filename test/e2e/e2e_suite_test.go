@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -118,8 +119,8 @@ var _ = ReportAfterSuite("timings", func(r Report) {
 })
 
 // FailureDigestEnv names a file that a failed run writes a short digest of its failures
-// into: each failed spec, where it failed and the start of its message. CI prints it last,
-// where the end of a long log is all that is shown.
+// into: each failed spec, where it failed, and the start and the end of its message. CI
+// prints it last, where the end of a long log is all that is shown.
 const FailureDigestEnv = "E2E_FAILURE_DIGEST"
 
 func writeFailureDigest(r Report) {
@@ -132,9 +133,10 @@ func writeFailureDigest(r Report) {
 		if !s.State.Is(types.SpecStateFailureStates) {
 			continue
 		}
+		// The start says what was expected, the end mostly what went wrong.
 		msg := strings.Split(strings.TrimSpace(s.Failure.Message), "\n")
-		if len(msg) > 12 {
-			msg = append(msg[:12], fmt.Sprintf("… (%d more lines)", len(msg)-12))
+		if len(msg) > 16 {
+			msg = slices.Concat(msg[:4], []string{fmt.Sprintf("… (%d lines)", len(msg)-16)}, msg[len(msg)-12:])
 		}
 		fmt.Fprintf(&b, "%s %q in %s at %s after %s:\n  %s\n", s.State, s.FullText(), s.Failure.FailureNodeType,
 			s.Failure.Location, s.RunTime.Round(time.Second), strings.Join(msg, "\n  "))

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
@@ -119,13 +120,16 @@ func (e *Env) InstallProvider(ctx context.Context) (string, error) {
 	if err := createIfMissing(ctx, pc, e.Registry.PullSecret(e.PodNamespace, PullSecretName)); err != nil {
 		return log.String(), err
 	}
+	// The provider may be writing the sample's status meanwhile: retry on a conflict.
 	want := e.ProviderConfig()
-	got := want.DeepCopy()
-	if err := pc.Get(ctx, client.ObjectKeyFromObject(want), got); err != nil {
-		return log.String(), fmt.Errorf("the documented sample ProviderConfig: %w", err)
-	}
-	got.Spec = want.Spec
-	if err := pc.Update(ctx, got); err != nil {
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		got := want.DeepCopy()
+		if err := pc.Get(ctx, client.ObjectKeyFromObject(want), got); err != nil {
+			return fmt.Errorf("the documented sample ProviderConfig: %w", err)
+		}
+		got.Spec = want.Spec
+		return pc.Update(ctx, got)
+	}); err != nil {
 		return log.String(), err
 	}
 	if err := e.giveControlPlanes(ctx, work, &log, give[0]); err != nil {
