@@ -284,13 +284,15 @@ func (r *ProviderConfigReconciler) observe(ctx context.Context, pc *v1alpha1.Pro
 	if obs.versionOf, err = r.keptVersions(ctx, pc); err != nil {
 		return obs, err
 	}
-	// sourceSecret is the Kro reconciler's check, so that both objects tell the same
+	// VersionProblems is the Kro reconciler's check, so that both objects tell the same
 	// story about a secret: missing, or of the wrong type. It reads names and types only.
 	secrets := &pullsecrets.Copier{Clients: step.Clients{Platform: r.Platform, PodNamespace: r.PodNamespace}}
 	for i := range pc.Spec.Versions {
-		if err := checkPullSecrets(ctx, secrets, &pc.Spec.Versions[i], "", &obs); err != nil {
+		problems, err := secrets.VersionProblems(ctx, &pc.Spec.Versions[i], "")
+		if err != nil {
 			return obs, err
 		}
+		obs.problems = append(obs.problems, problems...)
 	}
 	held, err := r.heldRevisions(ctx, pc, obs.kros, obs.records)
 	if err != nil {
@@ -299,20 +301,14 @@ func (r *ProviderConfigReconciler) observe(ctx context.Context, pc *v1alpha1.Pro
 	obs.artifacts = make(map[string]*v1alpha1.KroVersion, len(held))
 	for _, h := range held {
 		obs.artifacts[h.name] = h.artifacts
-		if err := checkPullSecrets(ctx, secrets, h.artifacts, h.name, &obs); err != nil {
+		problems, err := secrets.VersionProblems(ctx, h.artifacts, h.name)
+		if err != nil {
 			return obs, err
 		}
+		obs.problems = append(obs.problems, problems...)
 	}
 	obs.now = time.Now()
 	return obs, nil
-}
-
-// checkPullSecrets adds the problems of the pull secrets that a version's artifacts name
-// to obs (see pullsecrets.Copier.VersionProblems).
-func checkPullSecrets(ctx context.Context, secrets *pullsecrets.Copier, v *v1alpha1.KroVersion, revision string, obs *providerConfigObservation) error {
-	problems, err := secrets.VersionProblems(ctx, v, revision)
-	obs.problems = append(obs.problems, problems...)
-	return err
 }
 
 // providerConfigStatus is the status the ProviderConfig should have, and when to look
