@@ -87,6 +87,7 @@ func (r *Remover) awaitControlPlane(s *step.Scope, na *reach.NotAvailableError, 
 		s.Requeue(deadline.Sub(now))
 		return step.Waiting
 	}
+	s.Obs.UnreachableSince = nil // the wait is over
 	r.Recorder.Eventf(s.Kro, nil, corev1.EventTypeWarning, v1alpha1.ReasonControlPlaneLeftovers, "Delete",
 		"%s could not be reached for the grace period of %s (since %s: %s); the deletion leaves %d objects of the provider there: %s; all carry the labels %s; delete them on the ControlPlane by hand",
 		controlPlane, grace, since.UTC().Format(time.RFC3339), na.Message, len(names), step.ListNames(names), r.leftoverSelector(s))
