@@ -35,13 +35,19 @@ type workloadKro struct {
 // kubeconfig secret of the suite's workload cluster, and plays source-controller's
 // artifact of kro's chart.
 func placeWorkloadKro(t *testing.T, g Gomega, ns, name string) (*v1alpha1.Kro, v1alpha1.KroVersion) {
+	return placeWorkloadKroVia(t, g, ns, name, controlPlane.Kubeconfig)
+}
+
+// placeWorkloadKroVia is placeWorkloadKro with the ControlPlane reached through
+// kubeconfig (the suite's ControlPlane through a proxy, say).
+func placeWorkloadKroVia(t *testing.T, g Gomega, ns, name string, kubeconfig []byte) (*v1alpha1.Kro, v1alpha1.KroVersion) {
 	t.Helper()
 	ctx := context.Background()
 	wl := v1alpha1.KroVersion{Version: uniq("wl"), ChartVersion: "0.9.4", ChartURL: "registry.example.com/charts/kro",
 		Placement: v1alpha1.PlacementWorkloadCluster}
 	offerVersion(g, wl)
 	k := newKro(g, ns, name, wl.Version)
-	grantAccess(g, k, controlPlane)
+	grantKubeconfig(g, k, kubeconfig)
 	g.Expect(platform.Client.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "workload-access", Namespace: tenantNamespace(g, k), Labels: map[string]string{v1alpha1.LabelWorkloadClusterKubeconfig: "true"}},
 		Data:       map[string][]byte{owned.KubeconfigKey: bareControlPlane.Kubeconfig},
@@ -55,9 +61,14 @@ func placeWorkloadKro(t *testing.T, g Gomega, ns, name string) (*v1alpha1.Kro, v
 // readyWorkloadKro brings a Kro of a version placed on the workload cluster to Ready,
 // with Flux played, and checks that kro's token works.
 func readyWorkloadKro(t *testing.T, g Gomega, ns, name string) *workloadKro {
+	return readyWorkloadKroVia(t, g, ns, name, controlPlane.Kubeconfig)
+}
+
+// readyWorkloadKroVia is readyWorkloadKro with the ControlPlane reached through kubeconfig.
+func readyWorkloadKroVia(t *testing.T, g Gomega, ns, name string, kubeconfig []byte) *workloadKro {
 	t.Helper()
 	ctx := context.Background()
-	k, wl := placeWorkloadKro(t, g, ns, name)
+	k, wl := placeWorkloadKroVia(t, g, ns, name, kubeconfig)
 	g.Eventually(func(g Gomega) { getHelmRelease(g, k) }, timeout, interval).Should(Succeed())
 	fluxReady(g, getOCIRepository(g, k), metav1.ConditionTrue, "stored artifact")
 	fluxReady(g, getHelmRelease(g, k), metav1.ConditionTrue, "Helm install succeeded")

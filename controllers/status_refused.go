@@ -52,7 +52,7 @@ func refusedCondition(old []metav1.Condition, what string, err error, generation
 
 // minimalKroStatus stands in for a Kro status the API server refused: the conditions
 // become Ready False (StatusRefused); what the rollout and a deletion rely on stays
-// (placement, revision, the time the access went missing); the summaries go.
+// (placement, revision, the times the access went missing or stopped working); the summaries go.
 func minimalKroStatus(old, refused v1alpha1.KroStatus, generation int64, err error, now metav1.Time) v1alpha1.KroStatus {
 	phase := v1alpha1.PhaseProgressing
 	if refused.Phase == v1alpha1.PhaseTerminating {
@@ -63,9 +63,10 @@ func minimalKroStatus(old, refused v1alpha1.KroStatus, generation int64, err err
 			ObservedGeneration: generation, Phase: phase,
 			Conditions: []metav1.Condition{refusedCondition(old.Conditions, "Kro", err, generation, now)},
 		},
-		Placement:          refused.Placement,
-		Revision:           refused.Revision,
-		AccessMissingSince: refused.AccessMissingSince,
+		Placement:                    refused.Placement,
+		Revision:                     refused.Revision,
+		AccessMissingSince:           refused.AccessMissingSince,
+		ControlPlaneUnreachableSince: refused.ControlPlaneUnreachableSince,
 	}
 }
 

@@ -325,13 +325,18 @@ func tenantNamespace(g Gomega, k *v1alpha1.Kro) string {
 // grantAccess puts the ControlPlane's kubeconfig into the tenant namespace, the way an
 // operator does in standalone mode.
 func grantAccess(g Gomega, k *v1alpha1.Kro, cp *testenv.Cluster) {
+	grantKubeconfig(g, k, cp.Kubeconfig)
+}
+
+// grantKubeconfig is grantAccess with a kubeconfig of the test's choice.
+func grantKubeconfig(g Gomega, k *v1alpha1.Kro, kubeconfig []byte) {
 	ctx := context.Background()
 	ns := tenantNamespace(g, k)
 	err := platform.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	g.Expect(client.IgnoreAlreadyExists(err)).To(Succeed())
 	g.Expect(platform.Client.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "controlplane-access", Namespace: ns, Labels: map[string]string{v1alpha1.LabelControlPlaneKubeconfig: "true"}},
-		Data:       map[string][]byte{owned.KubeconfigKey: cp.Kubeconfig},
+		Data:       map[string][]byte{owned.KubeconfigKey: kubeconfig},
 	})).To(Succeed())
 }
 

@@ -155,6 +155,11 @@ const (
 	// standalone: its kubeconfig has been missing for the grace period). A deletion drops
 	// kro without uninstalling it.
 	ReasonControlPlaneGone = "ControlPlaneGone"
+	// ReasonControlPlaneLeftovers: a deletion gave up waiting for a ControlPlane that
+	// cannot be reached, with the provider's objects still on it (kro's ServiceAccount
+	// and RBAC, image pull secret copies); the Warning event names them, to be removed
+	// by hand.
+	ReasonControlPlaneLeftovers = "ControlPlaneLeftovers"
 
 	// ReasonResourceGraphDefinitionsNotReady: at least one RGD's Ready condition is not True.
 	ReasonResourceGraphDefinitionsNotReady = "ResourceGraphDefinitionsNotReady"

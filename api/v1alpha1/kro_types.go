@@ -115,6 +115,15 @@ type KroStatus struct {
 	// +optional
 	AccessMissingSince *metav1.Time `json:"accessMissingSince,omitempty"`
 
+	// ControlPlaneUnreachableSince is when a deletion, with kro uninstalled and the
+	// provider's objects still to be removed from the ControlPlane, first found the
+	// ControlPlane's access there but not working (it does not answer, its kubeconfig is
+	// unusable, or its access is not granted), while that lasts. The deletion waits for
+	// the provider's grace period from then; after it, it names in an event what it
+	// leaves on the ControlPlane, and finishes.
+	// +optional
+	ControlPlaneUnreachableSince *metav1.Time `json:"controlPlaneUnreachableSince,omitempty"`
+
 	// Revision names the ControllerRevision of the version's artifacts that kro was last
 	// installed with and became Ready on. Under a ProviderConfig's rollout policy a Kro
 	// keeps it until the rollout admits it to a newer one.

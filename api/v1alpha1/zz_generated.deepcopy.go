@@ -170,6 +170,10 @@ func (in *KroStatus) DeepCopyInto(out *KroStatus) {
 		in, out := &in.AccessMissingSince, &out.AccessMissingSince
 		*out = (*in).DeepCopy()
 	}
+	if in.ControlPlaneUnreachableSince != nil {
+		in, out := &in.ControlPlaneUnreachableSince, &out.ControlPlaneUnreachableSince
+		*out = (*in).DeepCopy()
+	}
 	if in.RolloutHealth != nil {
 		in, out := &in.RolloutHealth, &out.RolloutHealth
 		*out = new(RolloutHealth)

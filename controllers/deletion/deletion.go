@@ -131,7 +131,7 @@ func (r *Remover) abandonRelease(ctx context.Context, s *step.Scope, hr *helmv2.
 func (r *Remover) uninstalling(ctx context.Context, s *step.Scope, hr *helmv2.HelmRelease) error {
 	s.Obs.WaitingFor = flux.UninstallAwaited(hr)
 	msg := "the uninstall of kro from the ControlPlane is under way; nothing blocks the deletion any more"
-	access, na, err := step.LookUpAccess(ctx, r.ControlPlanes, s)
+	access, na, err := r.lookUpAccess(ctx, s)
 	switch {
 	case err != nil:
 		return err
@@ -170,10 +170,11 @@ func (r *Remover) uninstalling(ctx context.Context, s *step.Scope, hr *helmv2.He
 
 // finishDeletion runs once no HelmRelease is left: kro was never installed, or Flux has
 // uninstalled it (or dropped it with the ControlPlane). Nothing on the ControlPlane needs
-// guarding and its access is not needed, since it may never come (a pending or denied
-// AccessRequest, the kubeconfig of a destroyed ControlPlane). What the provider made is
-// removed, the access released, the tenant namespace deleted if the provider created it
-// and it is empty, then the finalizer.
+// guarding, and its access is needed only to remove the provider's objects there: a
+// ControlPlane that cannot be reached is waited for while any are known
+// (awaitControlPlane), one that never was reached or is gone for good is not. What the
+// provider made is removed, the access released, the tenant namespace deleted if the
+// provider created it and it is empty, then the finalizer.
 func (r *Remover) finishDeletion(ctx context.Context, s *step.Scope) (step.Result, error) {
 	access, res, err := r.cleanupAccess(ctx, s)
 	if err != nil || res != step.Proceed {
@@ -200,10 +201,10 @@ func (r *Remover) finishDeletion(ctx context.Context, s *step.Scope) (step.Resul
 	return step.Finalized, nil
 }
 
-// cleanupAccess returns the ControlPlane's access when it works, to remove the image
-// pull secret copies there too, and nil when it does not: a ControlPlane that cannot be
-// reached does not hold up a deletion that has nothing to uninstall. It waits only while
-// a connection is being made, whose outcome brings the Kro back.
+// cleanupAccess returns the ControlPlane's access when it works, to remove the
+// provider's objects there too, and nil when it does not and the deletion goes on
+// without it (awaitControlPlane). It waits while a connection is being made, whose
+// outcome brings the Kro back.
 func (r *Remover) cleanupAccess(ctx context.Context, s *step.Scope) (*reach.ControlPlaneAccess, step.Result, error) {
 	access, na, err := step.LookUpAccess(ctx, r.ControlPlanes, s)
 	switch {
@@ -214,7 +215,7 @@ func (r *Remover) cleanupAccess(ctx context.Context, s *step.Scope) (*reach.Cont
 	case na.Connecting:
 		return nil, step.Undecided, nil
 	default:
-		return nil, step.Proceed, nil
+		return nil, r.awaitControlPlane(s, na, time.Now()), nil
 	}
 }
 
@@ -281,7 +282,7 @@ func deletionBlockedSince(kro *v1alpha1.Kro) time.Time {
 // ControlPlane. When the ControlPlane is gone for good there is nothing left to protect
 // and Flux could never uninstall: the HelmRelease is abandoned.
 func (r *Remover) guardDeletion(ctx context.Context, s *step.Scope, hr *helmv2.HelmRelease) (step.Result, error) {
-	access, na, err := step.LookUpAccess(ctx, r.ControlPlanes, s)
+	access, na, err := r.lookUpAccess(ctx, s)
 	switch {
 	case err != nil:
 		return step.Proceed, err

@@ -110,23 +110,71 @@ func (r *Cleanup) removeKroOnControlPlane(ctx context.Context, s *step.Scope, ac
 	if err := owned.DeleteProviders(ctx, access.Reader, access.Client, owned.KroServiceAccount, &corev1.ServiceAccount{}); err != nil {
 		return fmt.Errorf("deleting ServiceAccount %s on the ControlPlane: %w", owned.KroServiceAccount, err)
 	}
-	for _, list := range []client.ObjectList{&rbacv1.ClusterRoleBindingList{}, &rbacv1.ClusterRoleList{}} {
-		if err := access.Reader.List(ctx, list, owned.CopyLabels(s.Kro, r.ProviderName, v1alpha1.RoleKroParts)); err != nil {
-			return fmt.Errorf("listing kro's RBAC on the ControlPlane: %w", err)
-		}
-		objs, err := apimeta.ExtractList(list)
-		if err != nil {
-			return err
-		}
-		for _, o := range objs {
-			obj := o.(client.Object)
-			if err := access.Client.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
-				return fmt.Errorf("deleting %s on the ControlPlane: %w", obj.GetName(), err)
-			}
+	rbac, err := r.kroRBAC(ctx, s, access)
+	if err != nil {
+		return err
+	}
+	for _, obj := range rbac {
+		if err := access.Client.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting %s on the ControlPlane: %w", obj.GetName(), err)
 		}
 	}
 	r.parts.applied.forget(client.ObjectKeyFromObject(s.Kro))
 	return nil
+}
+
+// KroOnControlPlane lists what removeKroOnControlPlane would remove, as
+// status.managedResources lists it: kro's ServiceAccount (when the provider made it) and
+// the RBAC the provider put on the ControlPlane for this Kro. A deletion keeps this
+// record while the ControlPlane cannot be reached, to name what is left there.
+func (r *Cleanup) KroOnControlPlane(ctx context.Context, s *step.Scope, access *reach.ControlPlaneAccess) ([]v1alpha1.ManagedResource, error) {
+	var out []v1alpha1.ManagedResource
+	sa := &corev1.ServiceAccount{}
+	switch err := access.Reader.Get(ctx, owned.KroServiceAccount, sa); {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return nil, fmt.Errorf("reading ServiceAccount %s on the ControlPlane: %w", owned.KroServiceAccount, err)
+	case sa.Labels[v1alpha1.LabelManagedBy] == v1alpha1.ManagedByValue:
+		out = append(out, onControlPlane("v1", "ServiceAccount", sa))
+	}
+	rbac, err := r.kroRBAC(ctx, s, access)
+	if err != nil {
+		return nil, err
+	}
+	for _, obj := range rbac {
+		kind := "ClusterRole"
+		if _, binding := obj.(*rbacv1.ClusterRoleBinding); binding {
+			kind = "ClusterRoleBinding"
+		}
+		out = append(out, onControlPlane(rbacv1.SchemeGroupVersion.String(), kind, obj))
+	}
+	return out, nil
+}
+
+// kroRBAC lists the ClusterRoleBindings and ClusterRoles the provider put on the
+// ControlPlane for this Kro, bindings first, uncached (the ControlPlane's cache holds
+// none of them).
+func (r *Cleanup) kroRBAC(ctx context.Context, s *step.Scope, access *reach.ControlPlaneAccess) ([]client.Object, error) {
+	var out []client.Object
+	for _, list := range []client.ObjectList{&rbacv1.ClusterRoleBindingList{}, &rbacv1.ClusterRoleList{}} {
+		if err := access.Reader.List(ctx, list, owned.CopyLabels(s.Kro, r.ProviderName, v1alpha1.RoleKroParts)); err != nil {
+			return nil, fmt.Errorf("listing kro's RBAC on the ControlPlane: %w", err)
+		}
+		objs, err := apimeta.ExtractList(list)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range objs {
+			out = append(out, o.(client.Object))
+		}
+	}
+	return out, nil
+}
+
+// onControlPlane is an object on the ControlPlane as status.managedResources lists it.
+func onControlPlane(apiVersion, kind string, o client.Object) v1alpha1.ManagedResource {
+	return v1alpha1.ManagedResource{Cluster: owned.ControlPlaneCluster, APIVersion: apiVersion, Kind: kind,
+		Namespace: o.GetNamespace(), Name: o.GetName(), Ready: metav1.ConditionTrue}
 }
 
 // deleteKroCredential deletes kro's credential secret in namespace on the workload

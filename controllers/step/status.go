@@ -43,6 +43,10 @@ type Observation struct {
 	// accessMissingSince is when it was first found missing, or nil when it is there.
 	AccessChecked      bool
 	AccessMissingSince *metav1.Time
+	// UnreachableSince is when a deletion that waits to remove the provider's objects
+	// from the ControlPlane first found its access not working, or nil (with
+	// AccessChecked) when it does not wait for that.
+	UnreachableSince *metav1.Time
 	// RolloutHealth is kro's health on the ControlPlane, read while a rollout updates the
 	// Kro (rollout/health.go, kro_rollout.go); nil otherwise.
 	RolloutHealth *v1alpha1.RolloutHealth
@@ -161,9 +165,9 @@ func ComputeStatus(old v1alpha1.KroStatus, generation int64, obs Observation, no
 	if phase == v1alpha1.PhaseReady && obs.Revision != "" {
 		revision = obs.Revision
 	}
-	missingSince := old.AccessMissingSince
+	missingSince, unreachableSince := old.AccessMissingSince, old.ControlPlaneUnreachableSince
 	if obs.AccessChecked {
-		missingSince = obs.AccessMissingSince
+		missingSince, unreachableSince = obs.AccessMissingSince, obs.UnreachableSince
 	}
 	return v1alpha1.KroStatus{
 		CommonStatus: v1alpha1.CommonStatus{
@@ -171,13 +175,14 @@ func ComputeStatus(old v1alpha1.KroStatus, generation int64, obs Observation, no
 			Phase:              phase,
 			Conditions:         conds,
 		},
-		ChartVersion:             chartVersion,
-		Placement:                old.Placement, // a record written ahead (placement_record.go)
-		ManagedResources:         obs.Managed,
-		ResourceGraphDefinitions: ReportedRGDs(old.ResourceGraphDefinitions, obs, now),
-		AccessMissingSince:       missingSince,
-		Revision:                 revision,
-		RolloutHealth:            obs.RolloutHealth,
+		ChartVersion:                 chartVersion,
+		Placement:                    old.Placement, // a record written ahead (placement_record.go)
+		ManagedResources:             obs.Managed,
+		ResourceGraphDefinitions:     ReportedRGDs(old.ResourceGraphDefinitions, obs, now),
+		AccessMissingSince:           missingSince,
+		ControlPlaneUnreachableSince: unreachableSince,
+		Revision:                     revision,
+		RolloutHealth:                obs.RolloutHealth,
 	}
 }
 
