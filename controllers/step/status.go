@@ -87,6 +87,7 @@ var conditionOrder = []string{
 	v1alpha1.ConditionControlPlanePartsReady,
 	v1alpha1.ConditionKroCredentialReady,
 	v1alpha1.ConditionHelmReleaseReady,
+	v1alpha1.ConditionKroAvailable,
 	v1alpha1.ConditionResourceGraphDefinitionsReady,
 	v1alpha1.ConditionDeletionBlocked,
 }
@@ -274,6 +275,7 @@ var readyReasons = map[string]bool{
 	v1alpha1.ReasonUpgradeInProgress: true,
 	v1alpha1.ReasonOwnershipConflict: true,
 	v1alpha1.ReasonMovingPlacement:   true,
+	v1alpha1.ReasonKroUnavailable:    true,
 }
 
 // errorReasons are the reasons of a step that failed on bad input or an error; Ready
@@ -298,7 +300,7 @@ var errorReasons = map[string]bool{
 
 // isWarning tells whether a step's condition with this reason makes its event a Warning.
 func isWarning(reason string) bool {
-	return errorReasons[reason] || reason == v1alpha1.ReasonAccessDenied || reason == v1alpha1.ReasonOwnershipConflict
+	return errorReasons[reason] || reason == v1alpha1.ReasonAccessDenied || reason == v1alpha1.ReasonOwnershipConflict || reason == v1alpha1.ReasonKroUnavailable
 }
 
 // KroEvent is a Kubernetes event to emit on the Kro.
