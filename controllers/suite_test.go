@@ -416,6 +416,8 @@ func readyKroOn(t testing.TB, g Gomega, cp *testenv.Cluster, namespace, name, ve
 	t.Helper()
 	k := newKro(g, namespace, name, version)
 	grantAccess(g, k, cp)
+	// What Helm would make: kro's Deployment, which KroAvailable reads.
+	g.Expect(testenv.PlayKroDeployment(context.Background(), cp.Client)).To(Succeed())
 	g.Eventually(func(g Gomega) { getHelmRelease(g, k) }, timeout, interval).Should(Succeed())
 	fluxReady(g, getOCIRepository(g, k), metav1.ConditionTrue, "stored artifact")
 	fluxReady(g, getHelmRelease(g, k), metav1.ConditionTrue, "Helm install succeeded")
