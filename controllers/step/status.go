@@ -229,8 +229,9 @@ func notChecked(obs Observation, have []metav1.Condition) []metav1.Condition {
 	return out
 }
 
-// readyCondition sums up the observed conditions: True only when every step is True and
-// the HelmRelease is Ready; otherwise it repeats the first step that is not True.
+// readyCondition sums up the observed conditions: True only when every step is True, the
+// HelmRelease is Ready and kro is available; otherwise it repeats the first step that is
+// not True.
 func readyCondition(obs Observation) metav1.Condition {
 	ready := metav1.Condition{Type: v1alpha1.ConditionReady}
 	if obs.Deleting {
@@ -241,7 +242,7 @@ func readyCondition(obs Observation) metav1.Condition {
 		}
 		return ready
 	}
-	helmReady := false
+	helmReady, kroAvailable := false, false
 	for _, c := range obs.Conditions {
 		if c.Type == v1alpha1.ConditionDeletionBlocked || c.Type == v1alpha1.ConditionResourceGraphDefinitionsReady || slices.Contains(occasional, c.Type) {
 			continue
@@ -256,11 +257,11 @@ func readyCondition(obs Observation) metav1.Condition {
 			}
 			return ready
 		}
-		if c.Type == v1alpha1.ConditionHelmReleaseReady {
-			helmReady = true
-		}
+		helmReady = helmReady || c.Type == v1alpha1.ConditionHelmReleaseReady
+		kroAvailable = kroAvailable || c.Type == v1alpha1.ConditionKroAvailable
 	}
-	if !helmReady {
+	// Ready needs what runs, not only what Helm did last: kro's Deployment available.
+	if !helmReady || !kroAvailable {
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, v1alpha1.ReasonReconciling, "reconciling"
 		return ready
 	}
