@@ -426,6 +426,12 @@ func readyKroOn(t testing.TB, g Gomega, cp *testenv.Cluster, namespace, name, ve
 	return k
 }
 
+// playWorkloadKro makes kro's Deployment as its Helm release does on a workload cluster:
+// in the tenant's namespace there, of a release of that namespace's name.
+func playWorkloadKro(g Gomega, c client.Client, namespace string) {
+	g.Expect(testenv.PlayDeployment(context.Background(), c, testenv.AvailableReleaseDeployment(namespace, namespace))).To(Succeed())
+}
+
 // eventuallyGone waits until obj does not exist any more.
 func eventuallyGone(g Gomega, c client.Client, obj client.Object) {
 	g.Eventually(func() bool {
