@@ -139,11 +139,12 @@ func TestAnIgnoredKroDoesNotFailTheRollout(t *testing.T) {
 		_ = onboarding.Client.Patch(context.Background(), k, client.MergeFrom(orig))
 	})
 
+	// Past the health timeout, when the rollout looks again at the latest.
+	time.Sleep(healthTimeout)
 	g.Eventually(func(g Gomega) {
 		vs := versionStatus(g, v.Version)
 		g.Expect(vs.Updating).To(ContainElement(And(HaveField("Kro", first), HaveField("Unavailable", true))), "status %+v", vs)
 	}, timeout, interval).Should(Succeed())
-	time.Sleep(healthTimeout)
 	g.Consistently(func(g Gomega) {
 		vs := versionStatus(g, v.Version)
 		g.Expect(vs.Failed).To(BeEmpty(), "status %+v", vs)
