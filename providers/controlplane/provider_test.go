@@ -130,11 +130,13 @@ func startProvider() error {
 		For: func(key types.NamespacedName) client.Object {
 			return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
 		},
-		Kind:    &krov1alpha1.ResourceGraphDefinition{},
-		KindCRD: "resourcegraphdefinitions.kro.run",
+		Kind:        &krov1alpha1.ResourceGraphDefinition{},
+		KindCRD:     "resourcegraphdefinitions.kro.run",
+		Deployments: true,
 	})
 	provider = controlplane.New(controlplane.Options{
-		ClusterOptions: []cluster.Option{controlplane.ClusterOptions(clusters.Scheme, clusters.KroNamespace, labels.SelectorFromSet(labels.Set{ownLabel: "true"}), rgdKind)},
+		ClusterOptions: []cluster.Option{controlplane.ClusterOptions(clusters.Scheme, clusters.KroNamespace, labels.SelectorFromSet(labels.Set{ownLabel: "true"}), rgdKind),
+			controlplane.WatchDeployments(clusters.KroNamespace, "kro")},
 		ProbeInterval:  300 * time.Millisecond,
 		ProbeTimeout:   time.Second,
 		MinBackoff:     200 * time.Millisecond,
