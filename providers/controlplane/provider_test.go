@@ -137,12 +137,12 @@ func startProvider() error {
 	provider = controlplane.New(controlplane.Options{
 		ClusterOptions: []cluster.Option{controlplane.ClusterOptions(clusters.Scheme, clusters.KroNamespace, labels.SelectorFromSet(labels.Set{ownLabel: "true"}), rgdKind),
 			controlplane.WatchDeployments(clusters.KroNamespace, "kro")},
-		ProbeInterval:  300 * time.Millisecond,
-		ProbeTimeout:   time.Second,
-		MinBackoff:     200 * time.Millisecond,
-		MaxBackoff:     time.Second,
-		OnChange:       events.Notify,
-		Log:            ctrl.Log.WithName("provider"),
+		ProbeInterval: 300 * time.Millisecond,
+		ProbeTimeout:  time.Second,
+		MinBackoff:    200 * time.Millisecond,
+		MaxBackoff:    time.Second,
+		OnChange:      events.Notify,
+		Log:           ctrl.Log.WithName("provider"),
 	})
 	mgr, err := mcmanager.New(host.Config, provider, manager.Options{
 		Scheme:  clusters.Scheme,
