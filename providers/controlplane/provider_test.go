@@ -322,11 +322,11 @@ func TestKubeconfigRotationWithRevokedToken(t *testing.T) {
 	g.Expect(cpA.Client.Create(ctx, ownSecret("after-rotation", true))).To(Succeed())
 	eventually(g, func() int { return seen.count(key) }).Should(BeNumerically(">", before))
 	// The replaced clusters' caches and goroutines are gone.
-	// The replaced clusters' caches are gone: the only informers running are the two
-	// (secrets, RGDs) of each engaged ControlPlane.
+	// The replaced clusters' caches are gone: the only informers running are the three
+	// (secrets, kro's Deployments, RGDs) of each engaged ControlPlane.
 	cl, _ := provider.Get(ctx, name)
 	eventually(g, func() controlplane.KindWatch { return events.KindWatch(name, cl) }).Should(Equal(controlplane.KindWatching))
-	eventually(g, runningInformers).Should(Equal(2 * len(provider.Names())))
+	eventually(g, runningInformers).Should(Equal(3 * len(provider.Names())))
 }
 
 func TestBadAndUnreachableKubeconfigs(t *testing.T) {
