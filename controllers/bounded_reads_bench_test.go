@@ -16,8 +16,6 @@ import (
 
 	"github.com/openmcp-project/service-provider-kro/clusters"
 	"github.com/openmcp-project/service-provider-kro/controllers/guard"
-	"github.com/openmcp-project/service-provider-kro/controllers/owned"
-	"github.com/openmcp-project/service-provider-kro/controllers/reach"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
 
@@ -53,7 +51,6 @@ func BenchmarkBoundedReads(b *testing.B) {
 	instance, _ := largeKroKind(b, g, c, "Tenanted", "tenanted", boundedKindSchema)
 	ns := namespaceOn(b, g, c)
 	cl, log := countedCluster(b, g, cs[0].Config)
-	site := reach.Site{Cluster: cl, Namespace: owned.KroNamespace, Release: owned.ReleaseName, Where: "the ControlPlane"}
 
 	reads := func(b *testing.B, want int) {
 		b.Run("guard", func(b *testing.B) {
@@ -65,7 +62,7 @@ func BenchmarkBoundedReads(b *testing.B) {
 		})
 		b.Run("health", func(b *testing.B) {
 			measureRead(b, log, func() {
-				h, err := guard.ReadKroHealth(ctx, cl, site.Deployment(), "rev", time.Now())
+				h, err := guard.ReadKroHealth(ctx, cl, "rev", time.Now())
 				g.Expect(err).NotTo(HaveOccurred())
 				g.Expect(h.Instances.Total).To(BeEquivalentTo(want))
 			})

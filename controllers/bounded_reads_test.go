@@ -23,8 +23,6 @@ import (
 
 	"github.com/openmcp-project/service-provider-kro/clusters"
 	"github.com/openmcp-project/service-provider-kro/controllers/guard"
-	"github.com/openmcp-project/service-provider-kro/controllers/owned"
-	"github.com/openmcp-project/service-provider-kro/controllers/reach"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
 
@@ -240,8 +238,7 @@ func TestHealthReadPagesInstances(t *testing.T) {
 	createInstances(t, g, controlPlane.Client, instance, ns, n, 1<<10, func(i int) bool { return i%50 != 7 })
 
 	cl, log := countedCluster(t, g, controlPlane.Config)
-	site := reach.Site{Cluster: cl, Namespace: owned.KroNamespace, Release: owned.ReleaseName, Where: "the ControlPlane"}
-	h, err := guard.ReadKroHealth(ctx, cl, site.Deployment(), "rev", time.Now())
+	h, err := guard.ReadKroHealth(ctx, cl, "rev", time.Now())
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(h.Instances.Total).To(BeNumerically(">=", n))
 	var mine []string
@@ -301,7 +298,6 @@ func TestReadsSkipAKindNeverServed(t *testing.T) {
 		}
 	}
 	g.Expect(mine).To(Equal([]string{fmt.Sprintf("2 %s (%s.kro.run, RGD %s)", kind, plural, rgd)}), "the kind served is counted, the other skipped")
-	site := reach.Site{Cluster: cl, Namespace: owned.KroNamespace, Release: owned.ReleaseName, Where: "the ControlPlane"}
-	_, err = guard.ReadKroHealth(ctx, cl, site.Deployment(), "rev", time.Now())
+	_, err = guard.ReadKroHealth(ctx, cl, "rev", time.Now())
 	g.Expect(err).NotTo(HaveOccurred())
 }

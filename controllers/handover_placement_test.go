@@ -131,6 +131,7 @@ func TestHandOverToAWorkloadClusterUninstallsTheEarlierKroFirst(t *testing.T) {
 	g.Expect(sa.UID).NotTo(Equal(helmSA.UID))
 	g.Expect(sa.Labels).To(HaveKeyWithValue(v1alpha1.LabelManagedBy, v1alpha1.ManagedByValue))
 	fluxReady(g, getOCIRepository(g, k), metav1.ConditionTrue, "stored artifact")
+	playWorkloadKro(g, bareControlPlane.Client, workloadNS)
 	fluxReady(g, getHelmRelease(g, k), metav1.ConditionTrue, "Helm install succeeded")
 	eventuallyCondition(g, k, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess)
 	for _, o := range []client.Object{e.OCIRepository(), e.AccessRequest(ns), e.AccessSecret(), e.ChartSecretCopy()} {

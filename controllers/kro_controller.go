@@ -153,6 +153,7 @@ func (r *KroReconciler) reconcileNormal(ctx context.Context, s *step.Scope) (ste
 		{Cond: v1alpha1.ConditionControlPlanePartsReady, What: "putting kro's CRDs and RBAC on the ControlPlane", Run: r.steps().placement.Parts.ReconcileControlPlaneParts},
 		{Cond: v1alpha1.ConditionKroCredentialReady, What: "preparing kro's credential for the ControlPlane", Run: r.steps().placement.Credential.ReconcileKroCredential},
 		{Cond: v1alpha1.ConditionHelmReleaseReady, What: "applying the HelmRelease", Run: r.steps().flux.ReconcileHelmRelease},
+		{Cond: v1alpha1.ConditionKroAvailable, What: "reading kro's Deployment", Run: r.steps().flux.ObserveKro},
 		{Cond: v1alpha1.ConditionHandOver, What: "removing the earlier provider's objects", Run: r.steps().handOver.FinishHandOver},
 	}
 	for _, st := range steps {

@@ -41,10 +41,17 @@ func (r *versionResolver) observeRolloutHealth(ctx context.Context, s *step.Scop
 	if !s.Gate || s.Record.Admission == nil {
 		return step.Proceed, nil
 	}
-	h, err := guard.ReadKroHealth(ctx, s.Access.Cluster, s.Site.Deployment(), s.Obs.Revision, s.Record.Admission.Since.Time)
+	h, err := guard.ReadKroHealth(ctx, s.Access.Cluster, s.Obs.Revision, s.Record.Admission.Since.Time)
 	if err != nil {
 		return step.Proceed, fmt.Errorf("reading kro's health for the rollout: %w", err)
 	}
+	// The Deployment comes from the same cache that KroAvailable reads (flux.ObserveKro):
+	// only the one kro's Helm release made counts.
+	d, err := guard.ReadKroDeployment(ctx, s.Site.Deployment())
+	if err != nil {
+		return step.Proceed, fmt.Errorf("reading kro's Deployment for the rollout: %w", err)
+	}
+	h.DeploymentAvailable, h.Deployment = d.Done, d.Rollout
 	if s.Record.Admission.Instances == nil && s.Record.Failed == "" {
 		counts := h.Instances
 		s.Record.Admission.Instances = &counts

@@ -25,6 +25,7 @@ import (
 	"github.com/openmcp-project/service-provider-kro/clusters"
 	"github.com/openmcp-project/service-provider-kro/controllers/foreign"
 	"github.com/openmcp-project/service-provider-kro/controllers/handover"
+	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/controllers/reach"
 	"github.com/openmcp-project/service-provider-kro/providers/controlplane"
 	"github.com/openmcp-project/service-provider-kro/providers/sharding"
@@ -103,14 +104,16 @@ func Setup(ctx context.Context, mgr ctrl.Manager, platformConfig *rest.Config, o
 		For: func(key types.NamespacedName) client.Object {
 			return &v1alpha1.Kro{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
 		},
-		Kind:       &krov1alpha1.ResourceGraphDefinition{},
-		KindCRD:    reach.RgdCRDName,
-		MaxBackoff: o.MaxBackoff,
+		Kind:        &krov1alpha1.ResourceGraphDefinition{},
+		KindCRD:     reach.RgdCRDName,
+		MaxBackoff:  o.MaxBackoff,
+		Deployments: true,
 	})
 	provider := controlplane.New(controlplane.Options{
 		ClusterOptions: []cluster.Option{controlplane.ClusterOptions(clusters.Scheme, clusters.KroNamespace,
 			labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue}),
-			controlplane.Kinds{krov1alpha1.GroupVersion.WithKind("ResourceGraphDefinition"): meta.RESTScopeRoot})},
+			controlplane.Kinds{krov1alpha1.GroupVersion.WithKind("ResourceGraphDefinition"): meta.RESTScopeRoot}),
+			controlplane.WatchDeployments(clusters.KroNamespace, owned.ReleaseName)},
 		ClusterOptionsFor: reach.WorkloadClusterOptions,
 		ProbeInterval:     o.ProbeInterval,
 		QuietPeriod:       o.QuietPeriod,

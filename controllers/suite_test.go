@@ -421,12 +421,20 @@ func readyKroOn(t testing.TB, g Gomega, cp *testenv.Cluster, namespace, name, ve
 	t.Helper()
 	k := newKro(g, namespace, name, version)
 	grantAccess(g, k, cp)
+	// What Helm would make: kro's Deployment, which KroAvailable reads.
+	g.Expect(testenv.PlayKroDeployment(context.Background(), cp.Client)).To(Succeed())
 	g.Eventually(func(g Gomega) { getHelmRelease(g, k) }, timeout, interval).Should(Succeed())
 	fluxReady(g, getOCIRepository(g, k), metav1.ConditionTrue, "stored artifact")
 	fluxReady(g, getHelmRelease(g, k), metav1.ConditionTrue, "Helm install succeeded")
 	k = eventuallyCondition(g, k, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess)
 	g.Expect(k.Status.Phase).To(Equal(v1alpha1.PhaseReady))
 	return k
+}
+
+// playWorkloadKro makes kro's Deployment as its Helm release does on a workload cluster:
+// in the tenant's namespace there, of a release of that namespace's name.
+func playWorkloadKro(g Gomega, c client.Client, namespace string) {
+	g.Expect(testenv.PlayDeployment(context.Background(), c, testenv.AvailableReleaseDeployment(namespace, namespace))).To(Succeed())
 }
 
 // eventuallyGone waits until obj does not exist any more.

@@ -146,6 +146,7 @@ func TestWorkloadClusterSwitchCleansUpTheFirst(t *testing.T) {
 
 	t.Log("kro runs on the second workload cluster")
 	g.Eventually(func(g Gomega) { credentialtest.Get(g, second.Client, w.namespace) }, timeout, interval).Should(Succeed())
+	playWorkloadKro(g, second.Client, w.namespace)
 	fluxReady(g, getHelmRelease(g, k), metav1.ConditionTrue, "Helm install succeeded")
 	eventuallyCondition(g, k, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess)
 	eventuallyCondition(g, k, v1alpha1.ConditionWorkloadClusterReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, "secret "+tenant+"/a-workload")

@@ -28,6 +28,11 @@ const (
 	ConditionKroCredentialReady = "KroCredentialReady"
 	// ConditionHelmReleaseReady: the HelmRelease is Ready with the requested chart installed.
 	ConditionHelmReleaseReady = "HelmReleaseReady"
+	// ConditionKroAvailable: kro's own Deployment, the one its Helm release made where kro
+	// runs, exists with at least one replica available. It is read from a watch, so a
+	// deleted or scaled-down kro shows within seconds, while the HelmRelease may still
+	// say Ready until Flux's drift detection repairs it.
+	ConditionKroAvailable = "KroAvailable"
 	// ConditionResourceGraphDefinitionsReady sums up the tenant's RGDs on the ControlPlane.
 	// It reports the tenant's own definitions, not kro's installation, so it does not take
 	// part in Ready.
@@ -121,6 +126,9 @@ const (
 	// ReasonUpgradeInProgress: the HelmRelease has not yet installed the chart version the
 	// Kro asks for; another version still runs.
 	ReasonUpgradeInProgress = "UpgradeInProgress"
+	// ReasonKroUnavailable: kro's Deployment is missing, scaled to zero or has no replica
+	// available (KroAvailable, Ready).
+	ReasonKroUnavailable = "KroUnavailable"
 
 	// ReasonControlPlaneAccessMissing: no access to the ControlPlane exists (standalone:
 	// no kubeconfig secret in the tenant namespace). During a deletion it becomes

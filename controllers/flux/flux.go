@@ -127,6 +127,20 @@ func (r *Applier) ReconcileHelmRelease(ctx context.Context, s *step.Scope) (step
 	return step.Proceed, nil
 }
 
+// ObserveKro reports whether kro itself runs where it is installed (KroAvailable): its
+// Deployment, as the Helm release made it, with a replica available. The HelmRelease
+// says what Helm did last; this says what is there now, read from the watched cache, so
+// that a tenant deleting or scaling down kro shows within seconds rather than at
+// helm-controller's next drift check.
+func (r *Applier) ObserveKro(ctx context.Context, s *step.Scope) (step.Result, error) {
+	d, err := guard.ReadKroDeployment(ctx, s.Site.Deployment())
+	if err != nil {
+		return step.Proceed, err
+	}
+	s.Obs.KroAvailability(d.Available, d.Message)
+	return step.Proceed, nil
+}
+
 // InstalledCondition reports the HelmRelease's readiness against the chart version that
 // runs. A version change changes only the OCIRepository: the HelmRelease keeps its
 // generation and its Ready of the old chart until helm-controller has upgraded, so Ready

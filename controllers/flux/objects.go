@@ -41,7 +41,10 @@ func newOCIRepository(kro *v1alpha1.Kro, provider, namespace string, v *v1alpha1
 }
 
 // NewHelmRelease installs kro from the OCIRepository onto the ControlPlane that the
-// kubeconfig secret gives access to.
+// kubeconfig secret gives access to. Drift detection is on: at every reconcile of the
+// HelmRelease (spec.interval, the poll interval) helm-controller compares the release's
+// objects with the cluster's and puts back what someone deleted or changed, such as a
+// tenant deleting or scaling down kro's Deployment (KroAvailable reports that at once).
 func NewHelmRelease(kro *v1alpha1.Kro, provider, namespace string, v *v1alpha1.KroVersion, kubeconfig reach.SecretKey, interval time.Duration) *helmv2.HelmRelease {
 	rollback := helmv2.RollbackRemediationStrategy
 	hr := &helmv2.HelmRelease{
@@ -73,6 +76,7 @@ func NewHelmRelease(kro *v1alpha1.Kro, provider, namespace string, v *v1alpha1.K
 				CleanupOnFail: true,
 				Remediation:   &helmv2.UpgradeRemediation{Retries: 3, Strategy: &rollback},
 			},
+			DriftDetection: &helmv2.DriftDetection{Mode: helmv2.DriftDetectionEnabled},
 		},
 	}
 	if v.HelmValues != nil && len(v.HelmValues.Raw) > 0 {

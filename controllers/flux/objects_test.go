@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -58,6 +59,8 @@ func TestBuilders(t *testing.T) {
 	g.Expect(hr.Spec.Values).To(BeNil(), "no helmValues, no values")
 	g.Expect(hr.Spec.Interval.Duration).To(Equal(2 * time.Minute))
 	g.Expect(hr.Spec.Suspend).To(BeFalse())
+	g.Expect(hr.Spec.DriftDetection).To(Equal(&helmv2.DriftDetection{Mode: helmv2.DriftDetectionEnabled}),
+		"helm-controller puts back kro's objects that someone deleted or changed")
 
 	src := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "regcred", Namespace: "provider", Labels: map[string]string{"foreign": "x"}},
 		Type: corev1.SecretTypeDockerConfigJson, Data: map[string][]byte{".dockerconfigjson": []byte("{}")}}

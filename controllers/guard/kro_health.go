@@ -8,13 +8,10 @@ import (
 	"strconv"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 
@@ -25,11 +22,13 @@ import (
 // kro's health on a ControlPlane, as a rollout's gate reads it (rollout/health.go, kro_rollout.go): the
 // Ready condition of the instances of the kinds kro generated, and kro's Deployment.
 //
-// Neither is cached: a watch of every generated kind and of Deployments would hold
-// every instance of every ControlPlane in memory, all the time, for a gate that matters
-// only while a rollout updates the Kro. So the Kro reconciler reads both straight from
-// the API server, and only in the reconciles of a Kro that a rollout is updating
-// (scope.gate): a ControlPlane outside a rollout costs what it did before. The reads go
+// The instances are not cached: a watch of every generated kind would hold every
+// instance of every ControlPlane in memory, all the time, for a gate that matters only
+// while a rollout updates the Kro. So the Kro reconciler reads them straight from the
+// API server, and only in the reconciles of a Kro that a rollout is updating
+// (scope.gate): a ControlPlane outside a rollout costs what it did before. kro's
+// Deployment is cached, trimmed, as the Kro's KroAvailable condition reads it too
+// (kro_deployment.go). The reads go
 // to the resources spelled out, so that the engaged cluster's REST mapper does not
 // discover, and keep, the generated kinds either. The tenant decides how many instances
 // there are and how large: they are read a page at a time and decoded one at a time,
@@ -48,19 +47,13 @@ type KroDeployment struct {
 	Namespace, Release, Where string
 }
 
-// ReadKroHealth reads kro's health on the ControlPlane, for the revision being installed.
-// The instances are on the ControlPlane, kro's Deployment where kro runs (site). Those
-// created after since (the Kro's admission) are counted apart, in NewInstances.
-func ReadKroHealth(ctx context.Context, cl cluster.Cluster, site KroDeployment, revision string, since time.Time) (*v1alpha1.RolloutHealth, error) {
+// ReadKroHealth reads the instances' part of kro's health on the ControlPlane, for the
+// revision being installed; the caller adds kro's Deployment (ReadKroDeployment).
+// Instances created after since (the Kro's admission) are counted apart, in
+// NewInstances.
+func ReadKroHealth(ctx context.Context, cl cluster.Cluster, revision string, since time.Time) (*v1alpha1.RolloutHealth, error) {
 	h := &v1alpha1.RolloutHealth{Revision: revision}
 	if err := countInstances(ctx, cl, h, since); err != nil {
-		return nil, err
-	}
-	dyn, err := dynamic.NewForConfigAndClient(site.Cluster.GetConfig(), site.Cluster.GetHTTPClient())
-	if err != nil {
-		return nil, err
-	}
-	if err := deploymentHealth(ctx, dyn, site, h); err != nil {
 		return nil, err
 	}
 	return h, nil
@@ -252,49 +245,4 @@ func instanceReady(conds []instanceCondition) (bool, string) {
 		return false, foreign.Reason(reason, maxStateReason)
 	}
 	return false, "NoReadyCondition"
-}
-
-// deploymentHealth reads the Deployments of kro's release where kro runs (the chart
-// labels them with the release's name): each must have finished its rollout.
-func deploymentHealth(ctx context.Context, dyn dynamic.Interface, site KroDeployment, h *v1alpha1.RolloutHealth) error {
-	list, err := dyn.Resource(appsv1.SchemeGroupVersion.WithResource("deployments")).Namespace(site.Namespace).
-		List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + site.Release})
-	if err != nil {
-		return fmt.Errorf("listing kro's Deployments in %s on %s: %w", site.Namespace, site.Where, err)
-	}
-	if len(list.Items) == 0 {
-		h.Deployment = fmt.Sprintf("no Deployment of release %s in %s on %s", site.Release, site.Namespace, site.Where)
-		return nil
-	}
-	h.DeploymentAvailable = true
-	for i := range list.Items {
-		d := &appsv1.Deployment{}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(list.Items[i].Object, d); err != nil {
-			return fmt.Errorf("reading Deployment %s/%s: %w", site.Namespace, list.Items[i].GetName(), err)
-		}
-		done, msg := deploymentDone(d)
-		h.DeploymentAvailable = h.DeploymentAvailable && done
-		if !done || h.Deployment == "" {
-			h.Deployment = foreign.Text(msg, foreign.StatusMessageMax)
-		}
-	}
-	return nil
-}
-
-// DeploymentDone tells whether a Deployment has finished rolling out its current spec:
-// the controller saw the spec, and every replica is updated and available.
-func deploymentDone(d *appsv1.Deployment) (bool, string) {
-	want := int32(1)
-	if d.Spec.Replicas != nil {
-		want = *d.Spec.Replicas
-	}
-	s := d.Status
-	msg := fmt.Sprintf("Deployment %s/%s: %d of %d replicas updated, %d available", d.Namespace, d.Name, s.UpdatedReplicas, want, s.AvailableReplicas)
-	switch {
-	case s.ObservedGeneration < d.Generation:
-		return false, fmt.Sprintf("Deployment %s/%s: generation %d not yet observed", d.Namespace, d.Name, d.Generation)
-	case s.UpdatedReplicas < want || s.AvailableReplicas < want:
-		return false, msg
-	}
-	return true, msg
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/openmcp-project/openmcp-operator/api/constants"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -265,14 +266,18 @@ func (p *Plan) settle(k *v1alpha1.Kro, ms membership, rec Record, timeout time.D
 		p.unavailable++
 	case ms.updating == nil:
 		return false
-	case ms.updating.Unavailable && rec.Revision == p.Revision:
+	case (ms.updating.Unavailable || ignored(k)) && rec.Revision == p.Revision:
 		// It has the revision; that it is still unavailable says nothing of the revision.
 		p.handedUnavailable = append(p.handedUnavailable, ms.updating.Kro)
 		p.unavailable++
-	case ms.updating.Unavailable:
+	case ms.updating.Unavailable || ignored(k):
 		// Admitted while unavailable, it waits for its HelmRelease to be applied (its
-		// ControlPlane to answer, say) and cannot fail the revision.
-		p.Updating = append(p.Updating, *ms.updating)
+		// ControlPlane to answer, say) and cannot fail the revision. A Kro its tenant set
+		// to ignore is not reconciled, so it never becomes healthy with the revision: it
+		// counts as unavailable from then on, lest it fail the revision for every tenant.
+		m := *ms.updating
+		m.Unavailable = true
+		p.Updating = append(p.Updating, m)
 	default:
 		m := *ms.updating
 		if reason := failure(k, m, gate, timeout, now); reason != "" {
@@ -297,9 +302,16 @@ func (v View) waits(k *v1alpha1.Kro, rec Record, version, revision string) bool 
 	return running != "" && running != revision && k.Status.Revision != revision && v.VersionOf[running] == version
 }
 
-// availableKro: the Kro is Ready for its current spec.
+// availableKro: the Kro is Ready for its current spec, and its reconciles run (a Kro its
+// tenant set to ignore keeps the status of its last reconcile, whatever happens since).
 func availableKro(k *v1alpha1.Kro) bool {
-	return k.Status.Phase == v1alpha1.PhaseReady && k.Status.ObservedGeneration == k.Generation
+	return k.Status.Phase == v1alpha1.PhaseReady && k.Status.ObservedGeneration == k.Generation && !ignored(k)
+}
+
+// ignored: the Kro carries openmcp.cloud/operation=ignore, so the Kro reconciler leaves
+// it alone: it gets no revision and reports nothing.
+func ignored(k *v1alpha1.Kro) bool {
+	return k.Annotations[constants.OperationAnnotation] == constants.OperationAnnotationValueIgnore
 }
 
 // carried is how many Kros have the revision: Ready with it, or their HelmRelease

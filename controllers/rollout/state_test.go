@@ -5,6 +5,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"github.com/openmcp-project/openmcp-operator/api/constants"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -163,4 +164,34 @@ func TestABrokenKroDoesNotHoldTheRolloutOpen(t *testing.T) {
 		p = planWith(g, policy, nil, nil, rollouttest.T0, rollouttest.Kro("a", rollouttest.NewRev, true), rollouttest.Kro("b", "", false))
 		g.Expect(p.Rollout).To(Equal(v1alpha1.RolloutProgressing), "a Kro without a HelmRelease yet does not have it")
 	}
+}
+
+// TestAnIgnoredKroIsUnavailableNotFailed: a tenant sets openmcp.cloud/operation=ignore on
+// its Kro once the rollout admitted it. The Kro reconciler leaves it alone, so it never
+// becomes healthy with the revision; long past the health timeout it counts as
+// unavailable, and the rollout neither fails it nor pauses for everyone. An ignored Kro
+// that still waits goes last, as an unavailable one.
+func TestAnIgnoredKroIsUnavailableNotFailed(t *testing.T) {
+	g := NewWithT(t)
+	policy := &v1alpha1.RolloutPolicy{MaxUnavailable: ptr.To(intstr.FromInt32(1)), HealthTimeout: &metav1.Duration{Duration: time.Minute}}
+	ignore := func(k v1alpha1.Kro) v1alpha1.Kro {
+		k.Annotations = map[string]string{constants.OperationAnnotation: constants.OperationAnnotationValueIgnore}
+		return k
+	}
+	a, b := rollouttest.Kro("a", rollouttest.OldRev, true), rollouttest.Kro("b", rollouttest.OldRev, true)
+	records := map[string]Record{}
+	p := planWith(g, policy, nil, records, rollouttest.T0, a, b)
+	g.Expect(rollouttest.MemberNames(p.Updating)).To(Equal([]string{"ns/a"}))
+
+	a = ignore(a)
+	p = planWith(g, policy, &p.VersionStatus, records, rollouttest.T0.Add(time.Hour), a, b)
+	g.Expect(p.Failed).To(BeEmpty(), "an ignored Kro fails no revision")
+	g.Expect(p.Rollout).NotTo(Equal(v1alpha1.RolloutPaused))
+	g.Expect(p.Updating).To(ContainElement(And(HaveField("Kro", "ns/a"), HaveField("Unavailable", true))))
+
+	// Ignored before its turn, it waits as an unavailable Kro (which takes a slot, as
+	// any unavailable Kro does): b goes first.
+	policy.MaxUnavailable = ptr.To(intstr.FromInt32(2))
+	p = planWith(g, policy, nil, records, rollouttest.T0, ignore(rollouttest.Kro("a", rollouttest.OldRev, true)), rollouttest.Kro("b", rollouttest.OldRev, true))
+	g.Expect(rollouttest.MemberNames(p.Updating)).To(Equal([]string{"ns/b"}))
 }

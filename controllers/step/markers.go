@@ -88,6 +88,15 @@ func (o *Observation) noTenantNamespace(err error) {
 		"the ControlPlane's namespace on the platform cluster cannot be derived: "+Summarize(err))
 }
 
+// KroAvailability reports whether kro's Deployment runs where kro is installed.
+func (o *Observation) KroAvailability(available bool, msg string) {
+	if available {
+		o.Set(v1alpha1.ConditionKroAvailable, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, msg)
+		return
+	}
+	o.Set(v1alpha1.ConditionKroAvailable, metav1.ConditionFalse, v1alpha1.ReasonKroUnavailable, msg)
+}
+
 // RgdsNotKnownYet keeps what was reported of the RGDs before, right after an engagement
 // (a restart, a rotation), rather than flip to Unknown and back.
 func (o *Observation) RgdsNotKnownYet(prev *metav1.Condition, why string) {

@@ -91,6 +91,7 @@ var conditionOrder = []string{
 	v1alpha1.ConditionControlPlanePartsReady,
 	v1alpha1.ConditionKroCredentialReady,
 	v1alpha1.ConditionHelmReleaseReady,
+	v1alpha1.ConditionKroAvailable,
 	v1alpha1.ConditionResourceGraphDefinitionsReady,
 	v1alpha1.ConditionDeletionBlocked,
 }
@@ -233,8 +234,9 @@ func notChecked(obs Observation, have []metav1.Condition) []metav1.Condition {
 	return out
 }
 
-// readyCondition sums up the observed conditions: True only when every step is True and
-// the HelmRelease is Ready; otherwise it repeats the first step that is not True.
+// readyCondition sums up the observed conditions: True only when every step is True, the
+// HelmRelease is Ready and kro is available; otherwise it repeats the first step that is
+// not True.
 func readyCondition(obs Observation) metav1.Condition {
 	ready := metav1.Condition{Type: v1alpha1.ConditionReady}
 	if obs.Deleting {
@@ -245,7 +247,7 @@ func readyCondition(obs Observation) metav1.Condition {
 		}
 		return ready
 	}
-	helmReady := false
+	helmReady, kroAvailable := false, false
 	for _, c := range obs.Conditions {
 		if c.Type == v1alpha1.ConditionDeletionBlocked || c.Type == v1alpha1.ConditionResourceGraphDefinitionsReady || slices.Contains(occasional, c.Type) {
 			continue
@@ -260,11 +262,11 @@ func readyCondition(obs Observation) metav1.Condition {
 			}
 			return ready
 		}
-		if c.Type == v1alpha1.ConditionHelmReleaseReady {
-			helmReady = true
-		}
+		helmReady = helmReady || c.Type == v1alpha1.ConditionHelmReleaseReady
+		kroAvailable = kroAvailable || c.Type == v1alpha1.ConditionKroAvailable
 	}
-	if !helmReady {
+	// Ready needs what runs, not only what Helm did last: kro's Deployment available.
+	if !helmReady || !kroAvailable {
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, v1alpha1.ReasonReconciling, "reconciling"
 		return ready
 	}
@@ -279,6 +281,7 @@ var readyReasons = map[string]bool{
 	v1alpha1.ReasonUpgradeInProgress: true,
 	v1alpha1.ReasonOwnershipConflict: true,
 	v1alpha1.ReasonMovingPlacement:   true,
+	v1alpha1.ReasonKroUnavailable:    true,
 }
 
 // errorReasons are the reasons of a step that failed on bad input or an error; Ready
@@ -303,7 +306,7 @@ var errorReasons = map[string]bool{
 
 // isWarning tells whether a step's condition with this reason makes its event a Warning.
 func isWarning(reason string) bool {
-	return errorReasons[reason] || reason == v1alpha1.ReasonAccessDenied || reason == v1alpha1.ReasonOwnershipConflict
+	return errorReasons[reason] || reason == v1alpha1.ReasonAccessDenied || reason == v1alpha1.ReasonOwnershipConflict || reason == v1alpha1.ReasonKroUnavailable
 }
 
 // KroEvent is a Kubernetes event to emit on the Kro.

@@ -15,7 +15,7 @@ import (
 
 func allTrue() step.Observation {
 	var obs step.Observation
-	for _, t := range []string{v1alpha1.ConditionVersionResolved, v1alpha1.ConditionPullSecretsReady, v1alpha1.ConditionOCIRepositoryReady, v1alpha1.ConditionControlPlaneAccessReady, v1alpha1.ConditionHelmReleaseReady} {
+	for _, t := range []string{v1alpha1.ConditionVersionResolved, v1alpha1.ConditionPullSecretsReady, v1alpha1.ConditionOCIRepositoryReady, v1alpha1.ConditionControlPlaneAccessReady, v1alpha1.ConditionHelmReleaseReady, v1alpha1.ConditionKroAvailable} {
 		obs.Set(t, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, t+" ok")
 	}
 	obs.ChartVersion, obs.ChartObserved = "0.9.3", true
@@ -48,6 +48,24 @@ func TestComputeStatus(t *testing.T) {
 	g.Expect(r.Message).To(ContainSubstring("boom"))
 	g.Expect(r.LastTransitionTime).To(Equal(t1))
 	g.Expect(step.FindCondition(failing.Conditions, v1alpha1.ConditionVersionResolved).LastTransitionTime).To(Equal(t0))
+
+	// kro's Deployment gone while the HelmRelease still says Ready: Ready says so, with
+	// the reason of its own and the message of KroAvailable.
+	obs = allTrue()
+	obs.KroAvailability(false, "kro's Deployment is missing: no Deployment of Helm release kro in namespace kro-system")
+	gone := step.ComputeStatus(ready, 3, obs, t1)
+	g.Expect(gone.Phase).To(Equal(v1alpha1.PhaseProgressing))
+	r = step.FindCondition(gone.Conditions, v1alpha1.ConditionReady)
+	g.Expect(r.Status).To(Equal(metav1.ConditionFalse))
+	g.Expect(r.Reason).To(Equal(v1alpha1.ReasonKroUnavailable))
+	g.Expect(r.Message).To(ContainSubstring("kro's Deployment is missing"))
+	g.Expect(step.TransitionEvents(ready.Conditions, gone.Conditions)).To(ContainElement(
+		HaveField("Type", corev1.EventTypeWarning)), "a Warning for kro gone")
+
+	// Without KroAvailable observed (its step did not run), no Ready either.
+	obs = allTrue()
+	obs.Conditions = obs.Conditions[:len(obs.Conditions)-1]
+	g.Expect(step.ComputeStatus(v1alpha1.KroStatus{}, 1, obs, t0).Phase).To(Equal(v1alpha1.PhaseProgressing))
 
 	// Without a HelmRelease condition there is no Ready.
 	var partial step.Observation
@@ -258,6 +276,7 @@ func TestStepConditionsKeepTheirLegacy(t *testing.T) {
 	obs.Set(v1alpha1.ConditionControlPlanePartsReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, "applied")
 	obs.Set(v1alpha1.ConditionKroCredentialReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, "current")
 	obs.Set(v1alpha1.ConditionHelmReleaseReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess, "installed")
+	obs.KroAvailability(true, "runs")
 	st = step.ComputeStatus(st, 1, obs, t0)
 	g.Expect(step.FindCondition(st.Conditions, v1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
 	g.Expect(step.FindCondition(st.Conditions, v1alpha1.ConditionWorkloadClusterReady).Message).To(Equal("reached"))

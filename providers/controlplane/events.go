@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -51,6 +52,9 @@ type EventsOptions struct {
 	// MaxBackoff bounds the pause between attempts to watch the CRD and the kind, as
 	// Options.MaxBackoff does for connections (default two minutes).
 	MaxBackoff time.Duration
+	// Deployments: every cluster's cache holds the Deployments of kro's release
+	// (WatchDeployments), watched from the engagement on like the secrets.
+	Deployments bool
 }
 
 // Events connects engaged ControlPlanes to a reconciler. For every ControlPlane the
@@ -131,9 +135,9 @@ func (e *Events) KindWatch(name multicluster.ClusterName, cl cluster.Cluster) Ki
 	return KindUnknown
 }
 
-// Engage starts the watches on one ControlPlane or workload cluster. The secret informer is synced before it
-// returns; the watch of the kind starts in the background once its CRD exists. Everything
-// ends with ctx.
+// Engage starts the watches on one ControlPlane or workload cluster. The secret informer,
+// and with Deployments the Deployment informer, are synced before it returns; the watch
+// of the kind starts in the background once its CRD exists. Everything ends with ctx.
 func (e *Events) Engage(ctx context.Context, name multicluster.ClusterName, cl cluster.Cluster) error {
 	key, workload, ok := Tenant(name)
 	if !ok {
@@ -147,6 +151,15 @@ func (e *Events) Engage(ctx context.Context, name multicluster.ClusterName, cl c
 	}
 	if _, err := inf.AddEventHandler(e.handler(key)); err != nil {
 		return err
+	}
+	if e.opts.Deployments {
+		inf, err := cl.GetCache().GetInformer(syncCtx, &appsv1.Deployment{})
+		if err != nil {
+			return fmt.Errorf("watching kro's Deployment: %w", err)
+		}
+		if _, err := inf.AddEventHandler(e.handler(key)); err != nil {
+			return err
+		}
 	}
 
 	w := &clusterWatch{cluster: cl, kind: KindUnknown}

@@ -130,17 +130,19 @@ func startProvider() error {
 		For: func(key types.NamespacedName) client.Object {
 			return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
 		},
-		Kind:    &krov1alpha1.ResourceGraphDefinition{},
-		KindCRD: "resourcegraphdefinitions.kro.run",
+		Kind:        &krov1alpha1.ResourceGraphDefinition{},
+		KindCRD:     "resourcegraphdefinitions.kro.run",
+		Deployments: true,
 	})
 	provider = controlplane.New(controlplane.Options{
-		ClusterOptions: []cluster.Option{controlplane.ClusterOptions(clusters.Scheme, clusters.KroNamespace, labels.SelectorFromSet(labels.Set{ownLabel: "true"}), rgdKind)},
-		ProbeInterval:  300 * time.Millisecond,
-		ProbeTimeout:   time.Second,
-		MinBackoff:     200 * time.Millisecond,
-		MaxBackoff:     time.Second,
-		OnChange:       events.Notify,
-		Log:            ctrl.Log.WithName("provider"),
+		ClusterOptions: []cluster.Option{controlplane.ClusterOptions(clusters.Scheme, clusters.KroNamespace, labels.SelectorFromSet(labels.Set{ownLabel: "true"}), rgdKind),
+			controlplane.WatchDeployments(clusters.KroNamespace, "kro")},
+		ProbeInterval: 300 * time.Millisecond,
+		ProbeTimeout:  time.Second,
+		MinBackoff:    200 * time.Millisecond,
+		MaxBackoff:    time.Second,
+		OnChange:      events.Notify,
+		Log:           ctrl.Log.WithName("provider"),
 	})
 	mgr, err := mcmanager.New(host.Config, provider, manager.Options{
 		Scheme:  clusters.Scheme,
@@ -320,11 +322,11 @@ func TestKubeconfigRotationWithRevokedToken(t *testing.T) {
 	g.Expect(cpA.Client.Create(ctx, ownSecret("after-rotation", true))).To(Succeed())
 	eventually(g, func() int { return seen.count(key) }).Should(BeNumerically(">", before))
 	// The replaced clusters' caches and goroutines are gone.
-	// The replaced clusters' caches are gone: the only informers running are the two
-	// (secrets, RGDs) of each engaged ControlPlane.
+	// The replaced clusters' caches are gone: the only informers running are the three
+	// (secrets, kro's Deployments, RGDs) of each engaged ControlPlane.
 	cl, _ := provider.Get(ctx, name)
 	eventually(g, func() controlplane.KindWatch { return events.KindWatch(name, cl) }).Should(Equal(controlplane.KindWatching))
-	eventually(g, runningInformers).Should(Equal(2 * len(provider.Names())))
+	eventually(g, runningInformers).Should(Equal(3 * len(provider.Names())))
 }
 
 func TestBadAndUnreachableKubeconfigs(t *testing.T) {

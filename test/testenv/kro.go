@@ -84,21 +84,32 @@ func InstallCRDs(cfg *rest.Config, dirs ...string) error {
 	return err
 }
 
-// AvailableKroDeployment is kro's Deployment in kro-system as the chart makes it for
-// release kro, done with its rollout of two replicas.
+// AvailableKroDeployment is kro's Deployment in kro-system as Helm makes it for release
+// kro (the chart's labels, Helm's marks of the release), done with its rollout of two
+// replicas.
 func AvailableKroDeployment() *appsv1.Deployment {
-	labels := map[string]string{"app.kubernetes.io/name": "kro", "app.kubernetes.io/instance": "kro"}
+	return AvailableReleaseDeployment("kro-system", "kro")
+}
+
+// AvailableReleaseDeployment is kro's Deployment as Helm makes it for a release in a
+// namespace, done with its rollout of two replicas.
+func AvailableReleaseDeployment(namespace, release string) *appsv1.Deployment {
+	selector := map[string]string{"app.kubernetes.io/name": "kro", "app.kubernetes.io/instance": release}
+	labels := map[string]string{"app.kubernetes.io/name": "kro", "app.kubernetes.io/instance": release, "app.kubernetes.io/managed-by": "Helm"}
+	annotations := map[string]string{"meta.helm.sh/release-name": release, "meta.helm.sh/release-namespace": namespace}
 	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "kro-system", Name: "kro", Labels: labels, Generation: 1},
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: release, Labels: labels, Annotations: annotations, Generation: 1},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(int32(2)),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Selector: &metav1.LabelSelector{MatchLabels: selector},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				ObjectMeta: metav1.ObjectMeta{Labels: selector},
 				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "kro", Image: "registry.k8s.io/kro/kro:v0.9.4"}}},
 			},
 		},
-		Status: appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 2},
+		Status: appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 2,
+			Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable",
+				Message: "Deployment has minimum availability.", LastUpdateTime: metav1.Now(), LastTransitionTime: metav1.Now()}}},
 	}
 }
 
@@ -106,11 +117,16 @@ func AvailableKroDeployment() *appsv1.Deployment {
 // where no controller runs, and plays its controller: done with its rollout, as a
 // rollout's health gate asks.
 func PlayKroDeployment(ctx context.Context, c client.Client) error {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kro-system"}}
+	return PlayDeployment(ctx, c, AvailableKroDeployment())
+}
+
+// PlayDeployment creates a Deployment, and its namespace, on a cluster where no
+// controller runs, and gives it the status d carries. One that exists is left alone.
+func PlayDeployment(ctx context.Context, c client.Client, d *appsv1.Deployment) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: d.Namespace}}
 	if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	d := AvailableKroDeployment()
 	status := d.Status
 	if err := c.Create(ctx, d); err != nil {
 		if apierrors.IsAlreadyExists(err) {
