@@ -3,12 +3,13 @@ package placement
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
@@ -110,23 +111,41 @@ func (r *Cleanup) removeKroOnControlPlane(ctx context.Context, s *step.Scope, ac
 	if err := owned.DeleteProviders(ctx, access.Reader, access.Client, owned.KroServiceAccount, &corev1.ServiceAccount{}); err != nil {
 		return fmt.Errorf("deleting ServiceAccount %s on the ControlPlane: %w", owned.KroServiceAccount, err)
 	}
-	for _, list := range []client.ObjectList{&rbacv1.ClusterRoleBindingList{}, &rbacv1.ClusterRoleList{}} {
-		if err := access.Reader.List(ctx, list, owned.CopyLabels(s.Kro, r.ProviderName, v1alpha1.RoleKroParts)); err != nil {
-			return fmt.Errorf("listing kro's RBAC on the ControlPlane: %w", err)
-		}
-		objs, err := apimeta.ExtractList(list)
-		if err != nil {
+	for _, kind := range []string{"ClusterRoleBindingList", "ClusterRoleList"} {
+		if err := deleteLabelled(ctx, access, rbacv1.SchemeGroupVersion.WithKind(kind), owned.CopyLabels(s.Kro, r.ProviderName, v1alpha1.RoleKroParts)); err != nil {
 			return err
-		}
-		for _, o := range objs {
-			obj := o.(client.Object)
-			if err := access.Client.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
-				return fmt.Errorf("deleting %s on the ControlPlane: %w", obj.GetName(), err)
-			}
 		}
 	}
 	r.parts.applied.forget(client.ObjectKeyFromObject(s.Kro))
 	return nil
+}
+
+// cleanupPageSize bounds a list of the ControlPlane's objects that a cleanup deletes.
+const cleanupPageSize = 100
+
+// deleteLabelled deletes the objects of a list kind on the ControlPlane that carry
+// labels. It reads their metadata only, a page at a time: the tenant can label objects
+// as the provider's, as many and as large as it likes.
+func deleteLabelled(ctx context.Context, access *reach.ControlPlaneAccess, listKind schema.GroupVersionKind, labels client.MatchingLabels) error {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(listKind)
+	opts := []client.ListOption{labels, client.Limit(cleanupPageSize)}
+	for {
+		if err := access.Reader.List(ctx, list, opts...); err != nil {
+			return fmt.Errorf("listing %s on the ControlPlane: %w", listKind.Kind, err)
+		}
+		for i := range list.Items {
+			obj := &list.Items[i]
+			obj.SetGroupVersionKind(listKind.GroupVersion().WithKind(strings.TrimSuffix(listKind.Kind, "List")))
+			if err := access.Client.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("deleting %s %s on the ControlPlane: %w", obj.Kind, obj.Name, err)
+			}
+		}
+		if list.Continue == "" {
+			return nil
+		}
+		opts = []client.ListOption{labels, client.Limit(cleanupPageSize), client.Continue(list.Continue)}
+	}
 }
 
 // deleteKroCredential deletes kro's credential secret in namespace on the workload

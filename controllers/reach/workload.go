@@ -91,8 +91,10 @@ func WorkloadNamespace(kro types.NamespacedName) (string, error) {
 }
 
 // WorkloadClusterOptions shapes the cluster of a tenant's workload cluster: its cache
-// holds the provider's secrets in the tenant's namespace there, nothing else. It returns
-// nil for a ControlPlane's cluster name.
+// holds the provider's secrets in the tenant's namespace there, nothing else, whole: kro's
+// credential is compared by its data (placement.NeedsRotation), and the platform team,
+// not the tenant, administers the workload cluster. It returns nil for a ControlPlane's
+// cluster name.
 func WorkloadClusterOptions(name multicluster.ClusterName) []cluster.Option {
 	key, workload, ok := controlplane.Tenant(name)
 	if !ok || !workload {
@@ -103,7 +105,7 @@ func WorkloadClusterOptions(name multicluster.ClusterName) []cluster.Option {
 		return nil
 	}
 	return []cluster.Option{controlplane.ClusterOptions(clusters.Scheme, ns,
-		labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue}), nil)}
+		labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue}), nil, nil)}
 }
 
 // WorkloadKubeconfigCache watches the labelled workload cluster kubeconfig secrets on the

@@ -134,7 +134,7 @@ func startProvider() error {
 		KindCRD: "resourcegraphdefinitions.kro.run",
 	})
 	provider = controlplane.New(controlplane.Options{
-		ClusterOptions: []cluster.Option{controlplane.ClusterOptions(clusters.Scheme, clusters.KroNamespace, labels.SelectorFromSet(labels.Set{ownLabel: "true"}), rgdKind)},
+		ClusterOptions: []cluster.Option{controlplane.ClusterOptions(clusters.Scheme, clusters.KroNamespace, labels.SelectorFromSet(labels.Set{ownLabel: "true"}), rgdKind, nil)},
 		ProbeInterval:  300 * time.Millisecond,
 		ProbeTimeout:   time.Second,
 		MinBackoff:     200 * time.Millisecond,
