@@ -8,6 +8,7 @@ import (
 
 	krov1alpha1 "github.com/kubernetes-sigs/kro/api/v1alpha1"
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -24,6 +25,7 @@ import (
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/clusters"
 	"github.com/openmcp-project/service-provider-kro/controllers/foreign"
+	"github.com/openmcp-project/service-provider-kro/controllers/guard"
 	"github.com/openmcp-project/service-provider-kro/controllers/handover"
 	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/controllers/reach"
@@ -110,10 +112,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, platformConfig *rest.Config, o
 		Deployments: true,
 	})
 	provider := controlplane.New(controlplane.Options{
-		ClusterOptions: []cluster.Option{controlplane.ClusterOptions(clusters.Scheme, clusters.KroNamespace,
-			labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue}),
-			controlplane.Kinds{krov1alpha1.GroupVersion.WithKind("ResourceGraphDefinition"): meta.RESTScopeRoot}),
-			controlplane.WatchDeployments(clusters.KroNamespace, owned.ReleaseName)},
+		ClusterOptions:    []cluster.Option{controlPlaneClusterOptions(), controlplane.WatchDeployments(clusters.KroNamespace, owned.ReleaseName)},
 		ClusterOptionsFor: reach.WorkloadClusterOptions,
 		ProbeInterval:     o.ProbeInterval,
 		QuietPeriod:       o.QuietPeriod,
@@ -214,4 +213,14 @@ func addWorkloadKubeconfigCache(mgr ctrl.Manager, platform cluster.Cluster, o Op
 		return nil, fmt.Errorf("creating the cache of workload cluster kubeconfigs: %w", err)
 	}
 	return c, mgr.Add(c)
+}
+
+// controlPlaneClusterOptions shape the cache of each ControlPlane: the provider's secrets
+// in kro-system and the RGDs, each trimmed to what the provider reads of it, since the
+// tenant decides how many there are and how large (docs/measurements/benchmarks.md).
+func controlPlaneClusterOptions() cluster.Option {
+	return controlplane.ClusterOptions(clusters.Scheme, clusters.KroNamespace,
+		labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue}),
+		controlplane.Kinds{krov1alpha1.GroupVersion.WithKind("ResourceGraphDefinition"): meta.RESTScopeRoot},
+		controlplane.Transforms{&corev1.Secret{}: owned.TrimSecretCopy, &krov1alpha1.ResourceGraphDefinition{}: guard.TrimRGD})
 }

@@ -1,7 +1,6 @@
 package owned
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 
@@ -95,15 +94,11 @@ func ConflictMessage(kro *v1alpha1.Kro, kind, where string, obj client.Object, t
 		kind, obj.GetNamespace(), obj.GetName(), where, kro.Namespace, kro.Name, v1alpha1.LabelManagedBy, v1alpha1.ManagedByValue, v1alpha1.LabelKroName, obj.GetLabels()[v1alpha1.LabelKroName], todo)
 }
 
-// secretUpToDate tells whether current carries everything desired sets.
+// secretUpToDate tells whether current carries everything desired sets. Of current's
+// data it compares the digest: the ControlPlane's cache keeps no more (TrimSecretCopy).
 func secretUpToDate(current, desired *corev1.Secret) bool {
-	if current.Type != desired.Type || !current.DeletionTimestamp.IsZero() || len(current.Data) != len(desired.Data) {
+	if current.Type != desired.Type || !current.DeletionTimestamp.IsZero() || digestOf(current) != dataDigest(desired.Data) {
 		return false
-	}
-	for k, v := range desired.Data {
-		if !bytes.Equal(current.Data[k], v) {
-			return false
-		}
 	}
 	for k, v := range desired.Labels {
 		if current.Labels[k] != v {
@@ -148,13 +143,5 @@ func adoptable(current, desired *corev1.Secret) bool {
 // source secret, to adopt or remove: no manager's label, and the source's type and data
 // exactly. A tenant's own secret of the same name differs in data, or carries labels.
 func SameSecretAsSource(cp, src *corev1.Secret) bool {
-	if cp.Labels[v1alpha1.LabelManagedBy] != "" || cp.Type != src.Type || len(cp.Data) != len(src.Data) {
-		return false
-	}
-	for k, v := range src.Data {
-		if !bytes.Equal(cp.Data[k], v) {
-			return false
-		}
-	}
-	return true
+	return cp.Labels[v1alpha1.LabelManagedBy] == "" && cp.Type == src.Type && digestOf(cp) == dataDigest(src.Data)
 }

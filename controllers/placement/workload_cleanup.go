@@ -7,7 +7,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -142,30 +141,38 @@ func (r *Cleanup) KroOnControlPlane(ctx context.Context, s *step.Scope, access *
 		return nil, err
 	}
 	for _, obj := range rbac {
-		kind := "ClusterRole"
-		if _, binding := obj.(*rbacv1.ClusterRoleBinding); binding {
-			kind = "ClusterRoleBinding"
-		}
-		out = append(out, onControlPlane(rbacv1.SchemeGroupVersion.String(), kind, obj))
+		out = append(out, onControlPlane(rbacv1.SchemeGroupVersion.String(), obj.GetObjectKind().GroupVersionKind().Kind, obj))
 	}
 	return out, nil
 }
 
+// rbacPageSize bounds a page of the ControlPlane's RBAC that kroRBAC lists.
+const rbacPageSize = 100
+
 // kroRBAC lists the ClusterRoleBindings and ClusterRoles the provider put on the
 // ControlPlane for this Kro, bindings first, uncached (the ControlPlane's cache holds
-// none of them).
+// none of them). It reads their metadata only, a page at a time: the tenant can label
+// objects as the provider's, as many and as large as it likes.
 func (r *Cleanup) kroRBAC(ctx context.Context, s *step.Scope, access *reach.ControlPlaneAccess) ([]client.Object, error) {
+	labels := owned.CopyLabels(s.Kro, r.ProviderName, v1alpha1.RoleKroParts)
 	var out []client.Object
-	for _, list := range []client.ObjectList{&rbacv1.ClusterRoleBindingList{}, &rbacv1.ClusterRoleList{}} {
-		if err := access.Reader.List(ctx, list, owned.CopyLabels(s.Kro, r.ProviderName, v1alpha1.RoleKroParts)); err != nil {
-			return nil, fmt.Errorf("listing kro's RBAC on the ControlPlane: %w", err)
-		}
-		objs, err := apimeta.ExtractList(list)
-		if err != nil {
-			return nil, err
-		}
-		for _, o := range objs {
-			out = append(out, o.(client.Object))
+	for _, kind := range []string{"ClusterRoleBinding", "ClusterRole"} {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(rbacv1.SchemeGroupVersion.WithKind(kind + "List"))
+		opts := []client.ListOption{labels, client.Limit(rbacPageSize)}
+		for {
+			if err := access.Reader.List(ctx, list, opts...); err != nil {
+				return nil, fmt.Errorf("listing kro's %ss on the ControlPlane: %w", kind, err)
+			}
+			for i := range list.Items {
+				obj := list.Items[i].DeepCopy()
+				obj.SetGroupVersionKind(rbacv1.SchemeGroupVersion.WithKind(kind))
+				out = append(out, obj)
+			}
+			if list.Continue == "" {
+				break
+			}
+			opts = []client.ListOption{labels, client.Limit(rbacPageSize), client.Continue(list.Continue)}
 		}
 	}
 	return out, nil

@@ -91,9 +91,11 @@ func WorkloadNamespace(kro types.NamespacedName) (string, error) {
 }
 
 // WorkloadClusterOptions shapes the cluster of a tenant's workload cluster: its cache
-// holds the provider's secrets and kro's Deployment (WorkloadSite: the release has the
-// namespace's name) in the tenant's namespace there, nothing else. It returns nil for a
-// ControlPlane's cluster name.
+// holds the provider's secrets in the tenant's namespace there, whole (kro's credential
+// is compared by its data, placement.NeedsRotation, and the platform team, not the
+// tenant, administers the workload cluster), and kro's Deployment (WorkloadSite: the
+// release has the namespace's name), nothing else. It returns nil for a ControlPlane's
+// cluster name.
 func WorkloadClusterOptions(name multicluster.ClusterName) []cluster.Option {
 	key, workload, ok := controlplane.Tenant(name)
 	if !ok || !workload {
@@ -104,7 +106,7 @@ func WorkloadClusterOptions(name multicluster.ClusterName) []cluster.Option {
 		return nil
 	}
 	return []cluster.Option{controlplane.ClusterOptions(clusters.Scheme, ns,
-		labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue}), nil),
+		labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue}), nil, nil),
 		controlplane.WatchDeployments(ns, ns)}
 }
 

@@ -32,7 +32,7 @@ func ownProvider(t *testing.T, quiet time.Duration, kubeconfig []byte) (*control
 	t.Helper()
 	g := NewWithT(t)
 	p := controlplane.New(controlplane.Options{
-		ClusterOptions: []cluster.Option{controlplane.ClusterOptions(clusters.Scheme, clusters.KroNamespace, labels.SelectorFromSet(labels.Set{ownLabel: "true"}), nil)},
+		ClusterOptions: []cluster.Option{controlplane.ClusterOptions(clusters.Scheme, clusters.KroNamespace, labels.SelectorFromSet(labels.Set{ownLabel: "true"}), nil, nil)},
 		QuietPeriod:    quiet,
 		ProbeInterval:  300 * time.Millisecond,
 		ProbeTimeout:   time.Second,

@@ -135,7 +135,7 @@ func startProvider() error {
 		Deployments: true,
 	})
 	provider = controlplane.New(controlplane.Options{
-		ClusterOptions: []cluster.Option{controlplane.ClusterOptions(clusters.Scheme, clusters.KroNamespace, labels.SelectorFromSet(labels.Set{ownLabel: "true"}), rgdKind),
+		ClusterOptions: []cluster.Option{controlplane.ClusterOptions(clusters.Scheme, clusters.KroNamespace, labels.SelectorFromSet(labels.Set{ownLabel: "true"}), rgdKind, nil),
 			controlplane.WatchDeployments(clusters.KroNamespace, "kro")},
 		ProbeInterval: 300 * time.Millisecond,
 		ProbeTimeout:  time.Second,
