@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -155,9 +156,10 @@ func SuspendedBy(current client.Object) string {
 // nothing when there is nothing to take over. The resourceVersion is a precondition: an
 // object changed since is taken over on the next reconcile.
 func takeOver(ctx context.Context, c client.Client, reader client.Reader, obj client.Object) error {
-	live, ok := obj.DeepCopyObject().(client.Object)
+	// A fresh object: decoding into a used one would keep what the server no longer has.
+	live, ok := reflect.New(reflect.TypeOf(obj).Elem()).Interface().(client.Object)
 	if !ok {
-		return fmt.Errorf("copying %T", obj)
+		return fmt.Errorf("reading %T afresh", obj)
 	}
 	key := client.ObjectKeyFromObject(obj)
 	if err := reader.Get(ctx, key, live); err != nil {
