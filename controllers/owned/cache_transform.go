@@ -41,7 +41,7 @@ func CompactManagedFields(obj any) (any, error) {
 			continue
 		}
 		kept = append(kept, metav1.ManagedFieldsEntry{Manager: mf.Manager, Operation: mf.Operation, APIVersion: mf.APIVersion,
-			FieldsType: mf.FieldsType, FieldsV1: &metav1.FieldsV1{Raw: raw}})
+			FieldsType: mf.FieldsType, FieldsV1: metav1.NewFieldsV1(string(raw))})
 	}
 	o.SetManagedFields(kept)
 	return obj, nil

@@ -106,7 +106,7 @@ func othersEntry(mf metav1.ManagedFieldsEntry) bool {
 // parseFields reads an entry's FieldsV1.
 func parseFields(mf metav1.ManagedFieldsEntry) (fieldSet, error) {
 	set := fieldSet{}
-	if err := json.Unmarshal(mf.FieldsV1.Raw, &set); err != nil {
+	if err := json.Unmarshal(mf.FieldsV1.GetRawBytes(), &set); err != nil {
 		return nil, fmt.Errorf("reading the managed fields of %s: %w", mf.Manager, err)
 	}
 	return set, nil
@@ -219,7 +219,7 @@ func takenOver(entries []metav1.ManagedFieldsEntry, apiVersion string, now time.
 		if err != nil {
 			return nil, false, fmt.Errorf("writing the managed fields of %s: %w", mf.Manager, err)
 		}
-		mf.FieldsV1 = &metav1.FieldsV1{Raw: raw}
+		mf.FieldsV1 = metav1.NewFieldsV1(string(raw))
 		out = append(out, mf)
 	}
 	if !changed {
@@ -234,7 +234,7 @@ func takenOver(entries []metav1.ManagedFieldsEntry, apiVersion string, now time.
 			APIVersion: apiVersion, Time: &metav1.Time{Time: now}, FieldsType: "FieldsV1"})
 		oursAt = len(out) - 1
 	}
-	out[oursAt].FieldsV1 = &metav1.FieldsV1{Raw: raw}
+	out[oursAt].FieldsV1 = metav1.NewFieldsV1(string(raw))
 	return out, true, nil
 }
 

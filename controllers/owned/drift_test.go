@@ -175,7 +175,7 @@ func TestForeignFieldsAreTakenOutOfAHelmRelease(t *testing.T) {
 	g.Expect(live.Status.Conditions).To(HaveLen(1), "helm-controller's status stays")
 	g.Expect(live.Annotations).To(HaveKeyWithValue("reconcile.fluxcd.io/requestedAt", "now"))
 	for _, mf := range live.ManagedFields {
-		g.Expect(mf.Manager).NotTo(Equal("kubectl-patch"), "nothing of the second manager is left: %s", mf.FieldsV1.Raw)
+		g.Expect(mf.Manager).NotTo(Equal("kubectl-patch"), "nothing of the second manager is left: %s", mf.FieldsV1.GetRawString())
 	}
 	g.Expect(owned.WrittenByOthers(live)).To(BeFalse())
 
@@ -268,7 +268,7 @@ func TestCompactedManagedFieldsTellTheSame(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
 			full := &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{ManagedFields: []metav1.ManagedFieldsEntry{
-				{Manager: "kubectl-patch", Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}},
+				{Manager: "kubectl-patch", Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(fields)},
 			}}}
 			compact, err := owned.CompactManagedFields(full.DeepCopy())
 			g.Expect(err).NotTo(HaveOccurred())
