@@ -45,7 +45,10 @@ func TestForeignValuesLeaveTheHelmRelease(t *testing.T) {
 
 	rv := hr.ResourceVersion
 	g.Consistently(func(g Gomega) { g.Expect(getHelmRelease(g, k).ResourceVersion).To(Equal(rv)) }, 2*time.Second, 200*time.Millisecond).Should(Succeed())
+	// The provider vouches for the repaired spec only once Flux has reconciled it.
+	fluxReady(g, hr, metav1.ConditionTrue, "Helm upgrade succeeded")
 	eventuallyCondition(g, k, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReconcileSuccess)
+	g.Expect(getHelmRelease(g, k).Finalizers).To(ConsistOf("finalizers.fluxcd.io"))
 }
 
 // TestHandSuspendedReleaseIsReported: a HelmRelease that a platform team suspends stays
