@@ -83,7 +83,7 @@ func TestCompactManagedFields(t *testing.T) {
 	}, timeout, interval).Should(Succeed())
 	g.Expect(live.ManagedFields).To(HaveLen(2), "the provider's apply and the status writer")
 	g.Expect(cached.ManagedFields).To(BeEmpty(), "neither is anyone else's spec")
-	g.Expect(owned.SpecWrittenByOthers(cached)).To(BeFalse())
+	g.Expect(owned.WrittenByOthers(cached)).To(BeFalse())
 
 	// Someone edits the spec by hand.
 	edited := live.DeepCopy()
@@ -93,8 +93,8 @@ func TestCompactManagedFields(t *testing.T) {
 		readBoth(g)
 		g.Expect(cached.Spec.Interval.Duration).To(Equal(5 * time.Minute))
 	}, timeout, interval).Should(Succeed())
-	g.Expect(owned.SpecWrittenByOthers(live)).To(BeTrue())
-	g.Expect(owned.SpecWrittenByOthers(cached)).To(BeTrue(), "the cache still tells who else wrote the spec")
+	g.Expect(owned.WrittenByOthers(live)).To(BeTrue())
+	g.Expect(owned.WrittenByOthers(cached)).To(BeTrue(), "the cache still tells who else wrote the spec")
 	g.Expect(cached.ManagedFields).To(HaveLen(1))
 	g.Expect(cached.ManagedFields[0].Manager).To(Equal("kubectl-edit"))
 	full, err := json.Marshal(live.ManagedFields)

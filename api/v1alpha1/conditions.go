@@ -123,6 +123,11 @@ const (
 	ReasonSourceNotReady = "SourceNotReady"
 	// ReasonReleaseFailed: Flux's HelmRelease is not Ready; the message is Flux's.
 	ReasonReleaseFailed = "ReleaseFailed"
+	// ReasonSuspended: the OCIRepository or the HelmRelease was suspended by someone else
+	// (spec.suspend, e.g. `flux suspend`): Flux does not act on it, so the Kro's changes do
+	// not reach the ControlPlane until it is resumed. The provider leaves the suspend in
+	// place; the message names the object, who suspended it and how to resume it.
+	ReasonSuspended = "Suspended"
 	// ReasonUpgradeInProgress: the HelmRelease has not yet installed the chart version the
 	// Kro asks for; another version still runs.
 	ReasonUpgradeInProgress = "UpgradeInProgress"

@@ -49,6 +49,7 @@ func (r *Applier) ReconcileOCIRepository(ctx context.Context, s *step.Scope) (st
 	status, message := readFlux(repo, s.Before)
 	s.Obs.Managed = append(s.Obs.Managed, managedFlux(repo, status, message))
 	step.FluxCondition(&s.Obs, v1alpha1.ConditionOCIRepositoryReady, "OCIRepository "+repo.Namespace+"/"+repo.Name, status, message, v1alpha1.ReasonSourceNotReady)
+	reportSuspended(&s.Obs, v1alpha1.ConditionOCIRepositoryReady, "OCIRepository", "source oci", repo, repo.Spec.Suspend)
 	return step.Proceed, nil
 }
 
@@ -124,6 +125,7 @@ func (r *Applier) ReconcileHelmRelease(ctx context.Context, s *step.Scope) (step
 	}
 	s.Obs.Managed = append(s.Obs.Managed, managed)
 	InstalledCondition(&s.Obs, "HelmRelease "+hr.Namespace+"/"+hr.Name, s.Version.ChartVersion, InstalledChart(hr), status, message, ReleaseFailReason(hr))
+	reportSuspended(&s.Obs, v1alpha1.ConditionHelmReleaseReady, "HelmRelease", "helmrelease", hr, hr.Spec.Suspend)
 	return step.Proceed, nil
 }
 

@@ -88,7 +88,7 @@ func stampInstall(desired, current client.Object) error {
 	since := int64(1)
 	if current != nil {
 		since = current.GetGeneration() + 1
-		if g, ok := installGeneration(current); ok && current.GetAnnotations()[AnnotationInstallHash] == hash && !owned.SpecWrittenByOthers(current) {
+		if g, ok := installGeneration(current); ok && current.GetAnnotations()[AnnotationInstallHash] == hash && !owned.WrittenByOthers(current) {
 			since = g
 		}
 	}
@@ -180,6 +180,6 @@ func releaseWaitsForSource(repo *sourcev1.OCIRepository, current, desired client
 	if err != nil || owned.IsCurrent(current, hash) {
 		return false, err // unchanged: nothing to hold back
 	}
-	intervalOnly := current.GetAnnotations()[AnnotationInstallHash] == desired.GetAnnotations()[AnnotationInstallHash] && !owned.SpecWrittenByOthers(current)
+	intervalOnly := current.GetAnnotations()[AnnotationInstallHash] == desired.GetAnnotations()[AnnotationInstallHash] && !owned.WrittenByOthers(current)
 	return sameInstallObserved(repo, repo.Status.ObservedGeneration) || intervalOnly, nil
 }

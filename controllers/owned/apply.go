@@ -6,13 +6,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
-	"github.com/openmcp-project/service-provider-kro/clusters"
 )
 
 // AnnotationAppliedHash records a hash of what the provider last applied to a Flux object.
@@ -20,17 +18,24 @@ const AnnotationAppliedHash = v1alpha1.LabelPrefix + "applied-hash"
 
 // applyUnlessCurrent applies desired with server-side apply unless the cached object
 // (read into current, of the same type) already holds it: the same applied hash, and no
-// other field manager has written its spec since (someone's edit is drift to repair).
-// Either way desired ends up holding the object as the server has it, status included.
-// This keeps a reconcile with nothing to change from sending any request, also after a
-// restart of the provider.
-func applyUnlessCurrent(ctx context.Context, c client.Client, desired, current client.Object) error {
+// other field manager owns a field the provider takes over (someone's edit is drift to
+// repair: takeOver first makes those fields the provider's, so that the apply removes
+// what it does not send; reader reads past the cache). Either way desired ends up
+// holding the object as the server has it, status included. This keeps a reconcile with
+// nothing to change from sending any request, also after a restart of the provider.
+func applyUnlessCurrent(ctx context.Context, c client.Client, reader client.Reader, desired, current client.Object) error {
 	hash, err := StampHash(desired)
 	if err != nil {
 		return err
 	}
-	if err := c.Get(ctx, client.ObjectKeyFromObject(desired), current); err == nil && IsCurrent(current, hash) {
+	err = c.Get(ctx, client.ObjectKeyFromObject(desired), current)
+	if err == nil && IsCurrent(current, hash) {
 		return copyObject(current, desired)
+	}
+	if err == nil && WrittenByOthers(current) {
+		if err := takeOver(ctx, c, reader, desired); err != nil {
+			return err
+		}
 	}
 	return Apply(ctx, c, desired)
 }
@@ -60,7 +65,7 @@ func ApplyOwned(ctx context.Context, c client.Client, reader client.Reader, desi
 	if apierrors.IsNotFound(err) {
 		err = reader.Get(ctx, key, current)
 		if apierrors.IsNotFound(err) {
-			return true, applyPrepared(ctx, c, desired, nil, current, prepare)
+			return true, applyPrepared(ctx, c, reader, desired, nil, current, prepare)
 		}
 	}
 	if err != nil {
@@ -69,12 +74,12 @@ func ApplyOwned(ctx context.Context, c client.Client, reader client.Reader, desi
 	if !As(current, desired) {
 		return false, nil
 	}
-	return true, applyPrepared(ctx, c, desired, current, current, prepare)
+	return true, applyPrepared(ctx, c, reader, desired, current, current, prepare)
 }
 
 // applyPrepared runs prepare on found (nil: none) and applies desired unless prepare
 // leaves found as it is. current is scratch space of desired's type.
-func applyPrepared(ctx context.Context, c client.Client, desired, found, current client.Object, prepare prepareFunc) error {
+func applyPrepared(ctx context.Context, c client.Client, reader client.Reader, desired, found, current client.Object, prepare prepareFunc) error {
 	if prepare != nil {
 		ok, err := prepare(found)
 		if err != nil {
@@ -84,7 +89,7 @@ func applyPrepared(ctx context.Context, c client.Client, desired, found, current
 			return copyObject(found, desired)
 		}
 	}
-	return applyUnlessCurrent(ctx, c, desired, current)
+	return applyUnlessCurrent(ctx, c, reader, desired, current)
 }
 
 // StampHash records the hash of desired in its AnnotationAppliedHash.
@@ -112,22 +117,9 @@ func appliedHash(obj client.Object) (string, error) {
 	return hex.EncodeToString(sum[:16]), nil
 }
 
-// IsCurrent tells whether current carries the hash of what the provider would apply.
+// IsCurrent tells whether current carries the hash of what the provider would apply and
+// nothing that others wrote in its place (WrittenByOthers).
 func IsCurrent(current client.Object, hash string) bool {
 	return current.GetAnnotations()[AnnotationAppliedHash] == hash && current.GetDeletionTimestamp().IsZero() &&
-		!SpecWrittenByOthers(current)
-}
-
-// SpecWrittenByOthers tells whether a field manager other than the provider has written
-// the object's spec.
-func SpecWrittenByOthers(current client.Object) bool {
-	for _, mf := range current.GetManagedFields() {
-		if mf.Manager == string(clusters.FieldOwner) || mf.Subresource != "" {
-			continue
-		}
-		if mf.FieldsV1 != nil && strings.Contains(mf.FieldsV1.GetRawString(), `"f:spec"`) {
-			return true
-		}
-	}
-	return false
+		!WrittenByOthers(current)
 }

@@ -39,7 +39,8 @@ func Apply(ctx context.Context, c client.Client, obj client.Object) error {
 	return c.Patch(ctx, obj, client.Apply, clusters.FieldOwner, client.ForceOwnership)
 }
 
-// CopySecret writes a secret copy unless the (cached) copy is already as desired, so
+// CopySecret writes a secret copy unless the (cached) copy is already as desired (and
+// holds nothing others wrote in its data, type or labels: that goes, see takeOver), so
 // that a reconcile with nothing to change sends no request at all for it. It never takes
 // over a secret of the same name that the provider did not create for this Kro: it
 // returns false for such a secret and leaves it as it is. A copy the cache does not hold
@@ -71,8 +72,14 @@ func CopySecret(ctx context.Context, c client.Client, reader client.Reader, desi
 		// The earlier provider's copy: the apply below labels it as the provider's.
 		return true, Apply(ctx, c, desired)
 	}
-	if secretUpToDate(current, desired) {
+	if secretUpToDate(current, desired) && !WrittenByOthers(current) {
 		return true, nil
+	}
+	if WrittenByOthers(current) {
+		// A key or a label someone added stays unless the provider owns it first.
+		if err := takeOver(ctx, c, reader, desired); err != nil {
+			return true, err
+		}
 	}
 	return true, Apply(ctx, c, desired)
 }

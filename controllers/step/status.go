@@ -282,6 +282,7 @@ var readyReasons = map[string]bool{
 	v1alpha1.ReasonOwnershipConflict: true,
 	v1alpha1.ReasonMovingPlacement:   true,
 	v1alpha1.ReasonKroUnavailable:    true,
+	v1alpha1.ReasonSuspended:         true,
 }
 
 // errorReasons are the reasons of a step that failed on bad input or an error; Ready
@@ -306,7 +307,8 @@ var errorReasons = map[string]bool{
 
 // isWarning tells whether a step's condition with this reason makes its event a Warning.
 func isWarning(reason string) bool {
-	return errorReasons[reason] || reason == v1alpha1.ReasonAccessDenied || reason == v1alpha1.ReasonOwnershipConflict || reason == v1alpha1.ReasonKroUnavailable
+	return errorReasons[reason] || reason == v1alpha1.ReasonAccessDenied || reason == v1alpha1.ReasonOwnershipConflict ||
+		reason == v1alpha1.ReasonKroUnavailable || reason == v1alpha1.ReasonSuspended
 }
 
 // KroEvent is a Kubernetes event to emit on the Kro.

@@ -106,6 +106,27 @@ func TestTransitionEvents(t *testing.T) {
 	g.Expect(step.TransitionEvents(broken.Conditions, other.Conditions)).To(HaveLen(1), "another problem, another event")
 }
 
+// TestSuspendedIsReportedInReady: a Flux object suspended by someone else makes Ready
+// False with the reason Suspended and the step's message, and its event a Warning, once.
+func TestSuspendedIsReportedInReady(t *testing.T) {
+	g := NewWithT(t)
+	t0 := metav1.Now()
+	ready := step.ComputeStatus(v1alpha1.KroStatus{}, 1, allTrue(), t0)
+	obs := allTrue()
+	obs.Set(v1alpha1.ConditionHelmReleaseReady, metav1.ConditionFalse, v1alpha1.ReasonSuspended, "HelmRelease ns/kro is suspended: resume it")
+	suspended := step.ComputeStatus(ready, 1, obs, t0)
+	g.Expect(suspended.Phase).To(Equal(v1alpha1.PhaseProgressing))
+	r := step.FindCondition(suspended.Conditions, v1alpha1.ConditionReady)
+	g.Expect(r.Status).To(Equal(metav1.ConditionFalse))
+	g.Expect(r.Reason).To(Equal(v1alpha1.ReasonSuspended))
+	g.Expect(r.Message).To(Equal("HelmRelease ns/kro is suspended: resume it"))
+	evs := step.TransitionEvents(ready.Conditions, suspended.Conditions)
+	g.Expect(evs).To(HaveLen(1))
+	g.Expect(evs[0]).To(Equal(step.KroEvent{Type: corev1.EventTypeWarning, Reason: v1alpha1.ReasonSuspended, Action: v1alpha1.ConditionHelmReleaseReady,
+		Note: v1alpha1.ConditionHelmReleaseReady + ": HelmRelease ns/kro is suspended: resume it"}))
+	g.Expect(step.TransitionEvents(suspended.Conditions, step.ComputeStatus(suspended, 1, obs, t0).Conditions)).To(BeEmpty(), "once")
+}
+
 func TestListNames(t *testing.T) {
 	g := NewWithT(t)
 	g.Expect(step.ListNames([]string{"a", "b"})).To(Equal("a, b"))
