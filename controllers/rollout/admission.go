@@ -79,7 +79,9 @@ func (rec Record) Annotate(hr *helmv2.HelmRelease) error {
 
 // member is the record's admission as the rollout member of the Kro with key kro.
 func (rec Record) member(kro string) v1alpha1.RolloutMember {
-	m := v1alpha1.RolloutMember{Kro: kro, Reason: rec.Failed}
+	// The annotation is anyone's with access to the platform cluster: its failure
+	// passes the door on its way into the status.
+	m := v1alpha1.RolloutMember{Kro: kro, Reason: shortMessage(rec.Failed)}
 	if rec.Admission != nil {
 		m.Since, m.RGDsReady, m.Unavailable = rec.Admission.Since, rec.Admission.RGDsReady, rec.Admission.Unavailable
 		m.Instances = rec.Admission.Instances.DeepCopy()
