@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -9,15 +10,19 @@ import (
 	"testing"
 	"time"
 
+	. "github.com/onsi/gomega"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
 	"github.com/openmcp-project/service-provider-kro/controllers/foreign"
 	"github.com/openmcp-project/service-provider-kro/controllers/pullsecrets"
 	"github.com/openmcp-project/service-provider-kro/controllers/rollout"
+	"github.com/openmcp-project/service-provider-kro/controllers/rollout/rollouttest"
 	"github.com/openmcp-project/service-provider-kro/test/crdschema"
 )
 
@@ -34,6 +39,39 @@ import (
 // version's crowd, 1000 failed with reasons at their longest and 1000 updating, comes
 // to about 1.1 MiB, so several such versions at once still can pass the limit.
 const hostileMaxStatusBytes = 1536 << 10
+
+// TestLongCanaryNamesDoNotFreezeTheProviderConfig is the case against real API
+// servers: under spec.rollout.canary, a tenant makes six Kros with names of 220
+// characters that carry the selector's labels themselves. The version's message names
+// them; the API server accepts the ProviderConfig's status, which goes on counting.
+func TestLongCanaryNamesDoNotFreezeTheProviderConfig(t *testing.T) {
+	g := withClusters(t)
+	ctx := context.Background()
+	v := v1alpha1.KroVersion{Version: uniq("v-canary-names"), ChartVersion: "0.9.4"}
+	offerVersion(g, v)
+	t.Cleanup(func() { withdrawVersion(g, v.Version) })
+	setRollout(t, g, &v1alpha1.RolloutPolicy{MaxUnavailable: ptr.To(intstr.FromInt32(1)), Canary: rollouttest.RingCanary()})
+	ns := newNamespace(t, g)
+	for i := range 6 {
+		k := &v1alpha1.Kro{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s-%d", strings.Repeat("long-tenant-name", 13), i), Labels: map[string]string{"ring": "canary"}},
+			Spec:       v1alpha1.KroSpec{Version: v.Version},
+		}
+		g.Expect(onboarding.Client.Create(ctx, k)).To(Succeed())
+		t.Cleanup(func() { deleteKro(g, k) })
+	}
+	g.Eventually(func(g Gomega) {
+		pc := &v1alpha1.ProviderConfig{}
+		g.Expect(platform.Client.Get(ctx, client.ObjectKey{Name: providerName}, pc)).To(Succeed())
+		ready := meta.FindStatusCondition(pc.Status.Conditions, v1alpha1.ConditionReady)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Reason).NotTo(Equal(v1alpha1.ReasonStatusRefused), ready.Message)
+		vs := versionStatus(g, v.Version)
+		g.Expect(vs.Kros).To(BeEquivalentTo(6))
+		g.Expect(vs.Message).To(ContainSubstring("6 Kros carry labels of their own that spec.rollout.canary matches"))
+		g.Expect(vs.Message).To(ContainSubstring("and 1 more"))
+	}, timeout, interval).Should(Succeed())
+}
 
 func FuzzProviderConfigStatus(f *testing.F) {
 	f.Add(uint64(1), uint16(6), uint8(200), false)  // the canary: six Kros with ~200-character names
