@@ -129,8 +129,13 @@ func NextRecord(pc *v1alpha1.ProviderConfig, version, revision, kro string, prev
 			carryInstanceBaseline(rec.Admission, prev, revision)
 		case prev.Revision == revision:
 			// Done with the revision (healthy, or given it while unavailable): the
-			// admission stays on record, a failure does not.
+			// admission stays on record, a failure does not, unless the status counts
+			// failed Kros it does not list (FailedMore): this may be one of them. A Kro
+			// Ready with the revision is done whatever its record says (members.of).
 			rec.Admission = prev.Admission
+			if vs.FailedMore > 0 {
+				rec.Failed = prev.Failed
+			}
 		}
 		return rec
 	}
