@@ -263,13 +263,15 @@ type VersionStatus struct {
 	// +optional
 	Rollout RolloutPhase `json:"rollout,omitempty"`
 
-	// Message says why a rollout is paused, or what it waits for.
+	// Message says why a rollout is paused, or what it waits for. It names at most a few
+	// Kros per clause, long names shortened in the middle, and is cut at 1024 bytes.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Message string `json:"message,omitempty"`
 
 	// Updating are the Kros admitted to Revision that are not yet healthy, at most
-	// spec.rollout.maxUnavailable of them.
+	// spec.rollout.maxUnavailable of them (Kros admitted while unavailable besides, which
+	// cost no availability), and never more than 1000: the rollout admits no more.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=1000
@@ -277,10 +279,17 @@ type VersionStatus struct {
 
 	// Failed are the Kros that did not become healthy with Revision in time. They keep
 	// Revision; fixing or reverting the version's artifacts gives them a new one first.
+	// At most 1000, in name order; FailedMore counts the rest.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=1000
 	Failed []RolloutMember `json:"failed,omitempty"`
+
+	// FailedMore is how many more Kros failed with Revision than Failed lists. They count
+	// towards spec.rollout.failureThreshold like those listed.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	FailedMore int32 `json:"failedMore,omitempty"`
 
 	// Plan is the rollout of Revision as spec.rollout.plan holds it, before anything
 	// moves; once approved, the plan the rollout follows, until no Kro waits for Revision.

@@ -149,6 +149,26 @@ func Text(s string, limit int) string {
 	return s[:cut] + more
 }
 
+// Middle returns s as Text of at most limit bytes, but a longer one keeps its start and
+// its end with "..." between them: two long names that differ only at the end (a
+// tenant's "team-a-...-1", "team-a-...-2") stay apart in a message that lists them.
+func Middle(s string, limit int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	const more = "..."
+	if len(s) <= limit || limit <= 2*len(more) {
+		return Text(s, limit)
+	}
+	head := (limit - len(more)) / 2
+	for head > 0 && !utf8.RuneStart(s[head]) {
+		head--
+	}
+	tail := len(s) - (limit - len(more) - head)
+	for tail < len(s) && !utf8.RuneStart(s[tail]) {
+		tail++
+	}
+	return s[:head] + more + s[tail:]
+}
+
 // Line returns the first line of s as Text: an error or a message from elsewhere, for
 // a condition or an event.
 func Line(s string, limit int) string {

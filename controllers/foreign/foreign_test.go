@@ -162,3 +162,22 @@ func FuzzLabelValueAndReason(f *testing.F) {
 		}
 	})
 }
+
+// TestMiddleKeepsBothEnds: a long name keeps its start and its end, within the limit,
+// as valid UTF-8, whatever it was given.
+func TestMiddleKeepsBothEnds(t *testing.T) {
+	if got := Middle("ns/"+strings.Repeat("a", 200)+"-17", 20); got != "ns/aaaaa...aaaaaa-17" {
+		t.Errorf("Middle kept %q", got)
+	}
+	if got := Middle("short", 20); got != "short" {
+		t.Errorf("Middle changed a short string: %q", got)
+	}
+	for _, s := range Hostile(7, 300) {
+		for _, limit := range []int{0, 3, 7, 20, 64, 511} {
+			got := Middle(s, limit)
+			if len(got) > limit || !utf8.ValidString(got) {
+				t.Errorf("Middle(%.40q, %d) = %q: %d bytes, valid UTF-8 %t", s, limit, got, len(got), utf8.ValidString(got))
+			}
+		}
+	}
+}

@@ -79,7 +79,9 @@ func (rec Record) Annotate(hr *helmv2.HelmRelease) error {
 
 // member is the record's admission as the rollout member of the Kro with key kro.
 func (rec Record) member(kro string) v1alpha1.RolloutMember {
-	m := v1alpha1.RolloutMember{Kro: kro, Reason: rec.Failed}
+	// The annotation is anyone's with access to the platform cluster: its failure
+	// passes the door on its way into the status.
+	m := v1alpha1.RolloutMember{Kro: kro, Reason: shortMessage(rec.Failed)}
 	if rec.Admission != nil {
 		m.Since, m.RGDsReady, m.Unavailable = rec.Admission.Since, rec.Admission.RGDsReady, rec.Admission.Unavailable
 		m.Instances = rec.Admission.Instances.DeepCopy()
@@ -127,8 +129,13 @@ func NextRecord(pc *v1alpha1.ProviderConfig, version, revision, kro string, prev
 			carryInstanceBaseline(rec.Admission, prev, revision)
 		case prev.Revision == revision:
 			// Done with the revision (healthy, or given it while unavailable): the
-			// admission stays on record, a failure does not.
+			// admission stays on record, a failure does not, unless the status counts
+			// failed Kros it does not list (FailedMore): this may be one of them. A Kro
+			// Ready with the revision is done whatever its record says (members.of).
 			rec.Admission = prev.Admission
+			if vs.FailedMore > 0 {
+				rec.Failed = prev.Failed
+			}
 		}
 		return rec
 	}

@@ -7,13 +7,13 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/foreign"
 	"github.com/openmcp-project/service-provider-kro/controllers/versions"
 )
 
@@ -37,6 +37,8 @@ const (
 	planMaxKros = 100
 	// planMaxPaths is how many changed paths of the helmValues a plan names.
 	planMaxPaths = 5
+	// planTextMax is the length of a plan's changes and summary in the CRD.
+	planTextMax = 512
 )
 
 // makePlan is the plan of the version's rollout: the waiting Kros in admission order,
@@ -56,8 +58,8 @@ func (p *Plan) makePlan(isCanary canaryFunc, view View) *v1alpha1.PlannedRollout
 		}
 		plan.Kros = append(plan.Kros, pk)
 	}
-	plan.Changes = shortenTo(artifactChanges(view.Artifacts[plan.From], view.Current, plan.From), 512)
-	plan.Summary = shortenTo(planSummary(p.Version, plan), 512)
+	plan.Changes = foreign.Text(artifactChanges(view.Artifacts[plan.From], view.Current, plan.From), planTextMax)
+	plan.Summary = foreign.Text(planSummary(p.Version, plan), planTextMax)
 	return plan
 }
 
@@ -179,15 +181,11 @@ func planMessage(plan *v1alpha1.PlannedRollout) string {
 
 // plannedNames names the plan's first Kros, and how many more it reaches.
 func plannedNames(plan *v1alpha1.PlannedRollout) string {
-	const most = 5
-	names := make([]string, 0, most)
-	for _, pk := range plan.Kros[:min(most, len(plan.Kros))] {
-		names = append(names, pk.Kro)
+	names := make([]string, 0, min(listedNames, len(plan.Kros)))
+	for _, pk := range plan.Kros[:min(listedNames, len(plan.Kros))] {
+		names = append(names, foreign.Middle(pk.Kro, listedNameMax))
 	}
-	if rest := len(plan.Kros) + int(plan.More) - len(names); rest > 0 {
-		return strings.Join(names, ", ") + fmt.Sprintf(" and %d more", rest)
-	}
-	return strings.Join(names, ", ")
+	return listOf(names, len(plan.Kros)+int(plan.More))
 }
 
 // artifactChanges says what changes from the artifacts of revision from (old; nil when
@@ -302,16 +300,4 @@ func RgdsTotal(k *v1alpha1.Kro) int32 {
 		return 0
 	}
 	return k.Status.ResourceGraphDefinitions.Total
-}
-
-// shortenTo cuts s to at most n bytes, on a character's boundary.
-func shortenTo(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n - 3
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "..."
 }

@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -165,12 +164,4 @@ func TestMostRun(t *testing.T) {
 	g.Expect(mostRun([]*v1alpha1.Kro{&a, &b, &c}, nil)).To(Equal("r2"))
 	g.Expect(mostRun([]*v1alpha1.Kro{&a, &b}, nil)).To(Equal("r1"), "a tie goes to the first by name")
 	g.Expect(mostRun([]*v1alpha1.Kro{&a, &b}, map[string]Record{"ns/b": {Revision: "r2"}})).To(Equal("r2"), "the HelmRelease's record counts")
-}
-
-func TestShortenTo(t *testing.T) {
-	g := NewWithT(t)
-	s := strings.Repeat("→", 200) // 3 bytes each
-	out := shortenTo(s, 512)
-	g.Expect(len(out)).To(BeNumerically("<=", 512))
-	g.Expect(strings.TrimSuffix(out, "...")).To(Equal(strings.Repeat("→", 169)))
 }

@@ -36,6 +36,22 @@ const (
 	defaultFailureThreshold = 1
 )
 
+// What a version's status holds, as the CRD bounds it (VersionStatus): whatever the
+// rollout finds, the status it computes stays within, or the API server refuses all of
+// it and no admission, failure or count is recorded for any version.
+const (
+	// messageMax is status.versions[].message's length.
+	messageMax = 1024
+	// maxMembers is how many Kros status.versions[].updating and failed each list: the
+	// rollout admits no more at once, and counts the failed beyond it (FailedMore).
+	maxMembers = 1000
+	// listedNameMax and listedReasonMax bound a Kro's "namespace/name" (up to 317
+	// characters) and a failure's reason as a message lists them: the lists themselves
+	// hold them whole.
+	listedNameMax   = 64
+	listedReasonMax = 96
+)
+
 // shortMessage cuts s to the length of a condition message in a status.
 func shortMessage(s string) string { return foreign.Text(s, foreign.StatusMessageMax) }
 
@@ -85,7 +101,7 @@ type Plan struct {
 // version's status as the last reconcile left it (nil: none, or lost).
 func PlanRollout(policy *v1alpha1.RolloutPolicy, paused bool, vs v1alpha1.VersionStatus, prev *v1alpha1.VersionStatus, view View, now time.Time) (Plan, error) {
 	p := Plan{VersionStatus: vs}
-	p.Updated, p.Updating, p.Failed, p.Message, p.Plan = 0, nil, nil, "", nil
+	p.Updated, p.Updating, p.Failed, p.FailedMore, p.Message, p.Plan = 0, nil, nil, 0, "", nil
 	kros := view.Kros
 	sortByKey(kros)
 	timeout, threshold := rolloutLimits(policy)
@@ -95,7 +111,7 @@ func PlanRollout(policy *v1alpha1.RolloutPolicy, paused bool, vs v1alpha1.Versio
 		if p.carried() == len(kros) {
 			p.Rollout = v1alpha1.RolloutComplete
 		}
-		p.Message = p.progress(len(kros), 0, nil)
+		p.Message = foreign.Text(p.progress(len(kros), 0, nil), messageMax)
 		return p, nil
 	}
 	sel, err := canarySelector(policy)
@@ -112,10 +128,10 @@ func PlanRollout(policy *v1alpha1.RolloutPolicy, paused bool, vs v1alpha1.Versio
 		p.Plan = approvedPlan(prev, vs.Revision, len(p.waiting))
 	}
 	switch {
-	case len(p.Failed) >= threshold:
+	case p.failed() >= threshold:
 		p.Rollout = v1alpha1.RolloutPaused
-		p.Message = fmt.Sprintf("paused: %d Kros failed with revision %s (failureThreshold %d): %s; fix or revert the version's artifacts to go on",
-			len(p.Failed), vs.Revision, threshold, memberList(p.Failed))
+		p.Message = foreign.Text(fmt.Sprintf("paused: %d Kros failed with revision %s (failureThreshold %d): %s; fix or revert the version's artifacts to go on",
+			p.failed(), vs.Revision, threshold, memberList(p.Failed, int(p.FailedMore))), messageMax)
 		return p, nil
 	case paused:
 		p.Rollout = v1alpha1.RolloutPaused
@@ -131,10 +147,10 @@ func PlanRollout(policy *v1alpha1.RolloutPolicy, paused bool, vs v1alpha1.Versio
 	most := maxUnavailable(policy, len(kros))
 	p.admit(candidates, most, timeout, now)
 	p.Rollout = v1alpha1.RolloutProgressing
-	if len(p.Updating) == 0 && len(p.Failed) == 0 && p.carried() == len(kros) {
+	if len(p.Updating) == 0 && p.failed() == 0 && p.carried() == len(kros) {
 		p.Rollout = v1alpha1.RolloutComplete
 	}
-	p.Message = p.progress(len(kros), most, failedCanaries)
+	p.Message = foreign.Text(p.progress(len(kros), most, failedCanaries), messageMax)
 	return p, nil
 }
 
@@ -142,7 +158,7 @@ func PlanRollout(policy *v1alpha1.RolloutPolicy, paused bool, vs v1alpha1.Versio
 func (p *Plan) progress(kros, most int, failedCanaries []v1alpha1.RolloutMember) string {
 	msg := fmt.Sprintf("%d of %d Kros run revision %s", p.Updated, kros, p.Revision)
 	if len(p.Updating) > 0 {
-		msg += "; updating " + memberList(p.Updating)
+		msg += "; updating " + memberList(p.Updating, 0)
 	}
 	if p.budgetSpent {
 		msg += fmt.Sprintf("; the next Kros wait: %d of at most %d (maxUnavailable) are unavailable", p.unavailableNow(), most)
@@ -158,7 +174,7 @@ func (p *Plan) progress(kros, most int, failedCanaries []v1alpha1.RolloutMember)
 	}
 	if len(failedCanaries) > 0 {
 		msg += fmt.Sprintf("; every Kro that is not a canary waits, as canaries failed with revision %s: %s; fix or revert the version's artifacts",
-			p.Revision, memberList(failedCanaries))
+			p.Revision, memberList(failedCanaries, 0))
 	}
 	if len(p.selfLabelled) > 0 {
 		msg += fmt.Sprintf("; %d Kros carry labels of their own that spec.rollout.canary matches, which make no canary (it selects the labels of a Kro's Namespace): %s",
@@ -262,8 +278,7 @@ func (p *Plan) settle(k *v1alpha1.Kro, ms membership, rec Record, timeout time.D
 	case runsHealthy(k, p.Revision) && gate.reason == "":
 		p.Updated++
 	case ms.failed != nil:
-		p.Failed = append(p.Failed, *ms.failed)
-		p.unavailable++
+		p.fail(*ms.failed)
 	case ms.updating == nil:
 		return false
 	case (ms.updating.Unavailable || ignored(k)) && rec.Revision == p.Revision:
@@ -282,8 +297,7 @@ func (p *Plan) settle(k *v1alpha1.Kro, ms membership, rec Record, timeout time.D
 		m := *ms.updating
 		if reason := failure(k, m, gate, timeout, now); reason != "" {
 			m.Reason = reason
-			p.Failed = append(p.Failed, m)
-			p.unavailable++
+			p.fail(m)
 			return true
 		}
 		p.Updating = append(p.Updating, m)
@@ -291,6 +305,20 @@ func (p *Plan) settle(k *v1alpha1.Kro, ms membership, rec Record, timeout time.D
 	}
 	return true
 }
+
+// fail counts a Kro as failed: listed while Failed has room, counted in FailedMore
+// beyond it. Either way it is unavailable.
+func (p *Plan) fail(m v1alpha1.RolloutMember) {
+	if len(p.Failed) < maxMembers {
+		p.Failed = append(p.Failed, m)
+	} else {
+		p.FailedMore++
+	}
+	p.unavailable++
+}
+
+// failed is how many Kros failed with the revision, listed or not.
+func (p *Plan) failed() int { return len(p.Failed) + int(p.FailedMore) }
 
 // waits tells whether a Kro runs an older revision of the version, kept as a
 // ControllerRevision: the rollout admits it to the current one. A Kro that runs no
@@ -353,8 +381,10 @@ func (p *Plan) admit(candidates []*v1alpha1.Kro, most int, timeout time.Duration
 	if slices.ContainsFunc(p.Updating, func(m v1alpha1.RolloutMember) bool { return !m.Unavailable }) {
 		return
 	}
+	// They cost no availability, but each is a member of the status: no more than it
+	// lists; the others are admitted as those go.
 	for _, k := range candidates {
-		if !availableKro(k) {
+		if !availableKro(k) && len(p.Updating) < maxMembers {
 			p.Updating = append(p.Updating, v1alpha1.RolloutMember{Kro: KroKey(k), Since: metav1.NewTime(now), RGDsReady: RgdsReady(k), Unavailable: true})
 		}
 	}
@@ -368,13 +398,13 @@ func (p *Plan) recheck(d time.Duration) {
 }
 
 // maxUnavailable is the policy's maxUnavailable for a version with n Kros: at least 1,
-// at most 1000 (the length the status allows).
+// at most maxMembers (the length the status allows).
 func maxUnavailable(policy *v1alpha1.RolloutPolicy, n int) int {
 	most, err := intstr.GetScaledValueFromIntOrPercent(policy.MaxUnavailable, n, false)
 	if err != nil || policy.MaxUnavailable == nil {
 		most = 1
 	}
-	return min(max(most, 1), 1000)
+	return min(max(most, 1), maxMembers)
 }
 
 // canariesFirst are the Kros to admit next, in order: while a canary is not yet healthy
@@ -452,16 +482,18 @@ func rolloutLimits(policy *v1alpha1.RolloutPolicy) (time.Duration, int) {
 	return timeout, threshold
 }
 
-func memberList(ms []v1alpha1.RolloutMember) string {
-	names := make([]string, 0, len(ms))
-	for _, m := range ms {
+// memberList names the members for a message, with their reasons, and how many more
+// there are (more besides those of ms).
+func memberList(ms []v1alpha1.RolloutMember, more int) string {
+	names := make([]string, 0, min(len(ms), listedNames))
+	for _, m := range ms[:min(len(ms), listedNames)] {
 		if m.Reason != "" {
-			names = append(names, m.Kro+" ("+m.Reason+")")
+			names = append(names, foreign.Middle(m.Kro, listedNameMax)+" ("+foreign.Text(m.Reason, listedReasonMax)+")")
 			continue
 		}
-		names = append(names, m.Kro)
+		names = append(names, foreign.Middle(m.Kro, listedNameMax))
 	}
-	return nameList(names)
+	return listOf(names, len(ms)+more)
 }
 
 func kroList(kros []*v1alpha1.Kro) string {
@@ -472,12 +504,25 @@ func kroList(kros []*v1alpha1.Kro) string {
 	return nameList(names)
 }
 
+// listedNames is how many Kros a clause of a message names.
+const listedNames = 5
+
+// nameList names at most listedNames Kros for a message, each shortened, and how many
+// more there are.
 func nameList(names []string) string {
-	const most = 5
-	if len(names) > most {
-		return strings.Join(names[:most], ", ") + fmt.Sprintf(" and %d more", len(names)-most)
+	short := make([]string, 0, min(len(names), listedNames))
+	for _, n := range names[:min(len(names), listedNames)] {
+		short = append(short, foreign.Middle(n, listedNameMax))
 	}
-	return strings.Join(names, ", ")
+	return listOf(short, len(names))
+}
+
+// listOf joins the names listed of all (those and more) and says how many more.
+func listOf(listed []string, all int) string {
+	if all > len(listed) {
+		return strings.Join(listed, ", ") + fmt.Sprintf(" and %d more", all-len(listed))
+	}
+	return strings.Join(listed, ", ")
 }
 
 // KroKey is the Kro's namespace/name, as rollout members name it.
