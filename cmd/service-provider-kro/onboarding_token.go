@@ -23,8 +23,8 @@ import (
 // each bound to a Secret of its own in the ServiceAccount's namespace.
 //
 // A bound token is valid only while its object exists: the API server looks the object
-// up on every request, so deleting the Secret revokes the token at once, long before it
-// expires. Of the kinds a token can be bound to, a Secret is the one that fits a token
+// up when it authenticates a request (and remembers a success for 10 s), so deleting the
+// Secret revokes the token within seconds, long before it expires. Of the kinds a token can be bound to, a Secret is the one that fits a token
 // used from outside the cluster: a Pod or a Node would tie it to something that has
 // nothing to do with where it is used. The Secret holds nothing; it is owned by the
 // ServiceAccount, so it goes with it.

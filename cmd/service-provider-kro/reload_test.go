@@ -74,6 +74,7 @@ func TestRunPicksUpARenewedOnboardingKubeconfig(t *testing.T) {
 		"--platform-kubeconfig", e.kubeconfigFile(t, config.PlatformOverlay),
 		"--provider-name", rbacProvider,
 		"--pod-namespace", config.Namespace,
+		"--leader-elect", "--leader-election-namespace", config.Namespace,
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
 	})
 	e.lifecycle(t, func() { e.stop(t, stop, done) }, func(g Gomega, tenant string) {
@@ -90,7 +91,7 @@ func TestRunPicksUpARenewedOnboardingKubeconfig(t *testing.T) {
 		g.Eventually(func() error {
 			_, err := credentialtest.WhoAmI(ctx, cfg)
 			return err
-		}, 10*time.Second, rbacInterval).Should(Satisfy(apierrors.IsUnauthorized), "the first token is revoked")
+		}, 30*time.Second, rbacInterval).Should(Satisfy(apierrors.IsUnauthorized), "the first token is revoked")
 
 		g.Expect(e.platform.Client.Create(ctx, &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: "controlplane-access", Namespace: tenant, Labels: map[string]string{v1alpha1.LabelControlPlaneKubeconfig: "true"}},
