@@ -2,6 +2,7 @@ package clusters
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"net/http"
 	"reflect"
@@ -47,17 +48,25 @@ type OnboardingRequest struct {
 	Interval, Timeout time.Duration
 }
 
-// OnboardingAccess is granted access to the onboarding cluster.
+// OnboardingAccess is access to the onboarding cluster that can change while the
+// provider runs: granted by openmcp in a secret on the platform cluster, or a kubeconfig
+// file given with --onboarding-kubeconfig (see OnboardingFromFile).
 type OnboardingAccess struct {
-	// Config reaches the onboarding cluster. When the granted kubeconfig authenticates
-	// with a bearer token, Config sends the token that Watch last read, so that a rotated
-	// token takes effect without a restart.
+	// Config reaches the onboarding cluster. When the kubeconfig authenticates with a
+	// bearer token, Config sends the token that Watch last read, so that a rotated token
+	// takes effect without a restart.
 	Config *rest.Config
-	// Secret is the access secret openmcp wrote, in the provider's namespace.
+	// Secret is the access secret openmcp wrote, in the provider's namespace; empty when
+	// the access comes from File.
 	Secret client.ObjectKey
+	// File is the kubeconfig file the access comes from; empty under openmcp.
+	File string
 
-	token *rotatingToken // nil when the kubeconfig does not use a bearer token
-	base  *rest.Config   // the connection without its token, to tell a token rotation from other changes
+	source string                             // names Secret or File in messages
+	parse  func([]byte) (*rest.Config, error) // turns the kubeconfig into a config
+	token  *rotatingToken                     // nil when the kubeconfig does not use a bearer token
+	base   *rest.Config                       // the connection without its token, to tell a token rotation from other changes
+	loaded [sha256.Size]byte                  // the hash of the file's content in use
 }
 
 // Request creates (or updates) the ClusterRequest and the AccessRequest with openmcp's
@@ -120,28 +129,34 @@ func newOnboardingAccess(secret client.ObjectKey, kubeconfig []byte) (*Onboardin
 	if len(kubeconfig) == 0 {
 		return nil, fmt.Errorf("the onboarding access secret %s has no key %q", secret, KubeconfigKey)
 	}
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
-	if err != nil {
-		return nil, fmt.Errorf("the onboarding access secret %s holds no usable kubeconfig: %w", secret, err)
-	}
-	a := &OnboardingAccess{Secret: secret, Config: withRateLimits(cfg)}
-	if cfg.BearerToken != "" && cfg.BearerTokenFile == "" && cfg.ExecProvider == nil && cfg.AuthProvider == nil {
-		a.token = &rotatingToken{token: cfg.BearerToken}
-		cfg.BearerToken = ""
-		cfg.Wrap(a.token.wrap)
-	}
-	a.base, err = withoutToken(kubeconfig)
-	if err != nil {
+	a := &OnboardingAccess{Secret: secret, source: "the onboarding access secret " + secret.String(), parse: clientcmd.RESTConfigFromKubeConfig}
+	if err := a.load(kubeconfig); err != nil {
 		return nil, err
 	}
 	return a, nil
 }
 
+// load sets Config from the kubeconfig, with its bearer token behind the rotating header.
+func (a *OnboardingAccess) load(kubeconfig []byte) error {
+	cfg, err := a.parse(kubeconfig)
+	if err != nil {
+		return fmt.Errorf("%s holds no usable kubeconfig: %w", a.source, err)
+	}
+	a.Config = withRateLimits(cfg)
+	if cfg.BearerToken != "" && cfg.BearerTokenFile == "" && cfg.ExecProvider == nil && cfg.AuthProvider == nil {
+		a.token = &rotatingToken{token: cfg.BearerToken}
+		cfg.BearerToken = ""
+		cfg.Wrap(a.token.wrap)
+	}
+	a.base, err = a.withoutToken(kubeconfig)
+	return err
+}
+
 // withoutToken returns the connection the kubeconfig describes without its bearer token:
 // server, TLS settings and any other kind of credential. Two kubeconfigs that differ only
 // in their token (and in the names they give users and contexts) give equal results.
-func withoutToken(kubeconfig []byte) (*rest.Config, error) {
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+func (a *OnboardingAccess) withoutToken(kubeconfig []byte) (*rest.Config, error) {
+	cfg, err := a.parse(kubeconfig)
 	if err != nil {
 		return nil, err
 	}
@@ -162,21 +177,21 @@ const (
 	RestartNeeded
 )
 
-// update takes a new content of the access secret.
+// update takes a new content of the access secret or file.
 func (a *OnboardingAccess) update(kubeconfig []byte) (Rotation, string) {
 	if len(kubeconfig) == 0 {
-		return RestartNeeded, "the onboarding access secret has no kubeconfig any more"
+		return RestartNeeded, a.source + " has no kubeconfig any more"
 	}
-	base, err := withoutToken(kubeconfig)
+	base, err := a.withoutToken(kubeconfig)
 	if err != nil {
-		return RestartNeeded, "the onboarding access secret holds no usable kubeconfig any more"
+		return RestartNeeded, a.source + " holds no usable kubeconfig any more"
 	}
 	if !reflect.DeepEqual(base, a.base) || a.token == nil {
-		return RestartNeeded, "the onboarding access changed beyond its token (server, CA or credential)"
+		return RestartNeeded, "the onboarding access in " + a.source + " changed beyond its token (server, CA or credential)"
 	}
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+	cfg, err := a.parse(kubeconfig)
 	if err != nil || cfg.BearerToken == "" {
-		return RestartNeeded, "the onboarding access secret's kubeconfig has no token any more"
+		return RestartNeeded, a.source + " has a kubeconfig without a token now"
 	}
 	if !a.token.set(cfg.BearerToken) {
 		return Unchanged, ""
@@ -184,10 +199,14 @@ func (a *OnboardingAccess) update(kubeconfig []byte) (Rotation, string) {
 	return TokenRotated, "the onboarding token was rotated; using the new one"
 }
 
-// Watch follows the access secret on the platform cluster until ctx ends. A rotated
-// token takes effect at once; anything else that changes the access calls restart,
-// because a running manager cannot move its caches to another server or credential.
+// Watch follows the access secret on the platform cluster, or the kubeconfig file, until
+// ctx ends. A rotated token takes effect at once; anything else that changes the access
+// calls restart, because a running manager cannot move its caches to another server or
+// credential. platform is not used for a file.
 func (a *OnboardingAccess) Watch(ctx context.Context, platform *rest.Config, log logr.Logger, restart func(reason string)) error {
+	if a.File != "" {
+		return a.watchFile(ctx, log, restart)
+	}
 	c, err := cache.New(platform, cache.Options{ByObject: map[client.Object]cache.ByObject{
 		&corev1.Secret{}: {
 			Namespaces: map[string]cache.Config{a.Secret.Namespace: {}},

@@ -86,4 +86,9 @@ const (
 	// RoleShardMember marks the Lease of a replica that takes its share of the
 	// ControlPlanes (run --sharding), in the provider's namespace on the platform cluster.
 	RoleShardMember = "shard-member"
+	// RoleOnboardingToken marks a Secret in the provider's namespace on the onboarding
+	// cluster that a token written by `service-provider-kro onboarding-kubeconfig` is
+	// bound to: deleting the Secret revokes the token. AnnotationTokenIssued and
+	// AnnotationTokenExpires say when the token was issued and when it expires.
+	RoleOnboardingToken = "onboarding-token"
 )

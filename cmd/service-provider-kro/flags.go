@@ -15,7 +15,7 @@ var commands = []struct {
 }{
 	{"init", "install or upgrade the provider's CRDs on the onboarding and the platform cluster", (&commonOptions{}).bind},
 	{"run", "run the provider", (&runOptions{}).bind},
-	{"onboarding-kubeconfig", "write a kubeconfig for the provider's ServiceAccount on the onboarding cluster, from a token the cluster issues", (&kubeconfigOptions{}).bind},
+	{"onboarding-kubeconfig", "write a kubeconfig for the provider's ServiceAccount on the onboarding cluster, from a token the cluster issues, bound to a Secret of its own", (&kubeconfigOptions{}).bind},
 	{"preflight", "check an existing installation of this API against this release before the switch, and say what to fix; exits non-zero when the provider would stall", (&preflightOptions{}).bind},
 }
 

@@ -39,7 +39,7 @@ func (o *commonOptions) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.environment, "environment", "", "name of the openmcp environment (openmcp-operator passes it). With no --onboarding-kubeconfig, the provider runs as openmcp deploys it: the platform cluster is the pod's own, and the onboarding cluster is requested from openmcp. It also names the provider on the onboarding cluster (the field manager and the source of events) and, with --provider-name and the platform cluster's identity, makes the installation init and run claim the onboarding cluster for: one installation serves an onboarding cluster, and the provider refuses to act beside another (without --environment the environment is \""+standaloneEnvironment+"\")")
 	fs.StringVar(&o.verbosity, "verbosity", "", "log level: DEBUG, INFO or ERROR (openmcp-operator passes it); --zap-log-level, if given, wins")
 	fs.StringVar(&o.providerName, "provider-name", "kro", "name of this provider: its ProviderConfig and, under openmcp, its ServiceProvider carry the same name")
-	fs.StringVar(&o.onboardingKubeconfig, "onboarding-kubeconfig", "", "kubeconfig of the onboarding cluster, where Kro objects live (default: requested from openmcp when --environment is given, else the ambient kubeconfig)")
+	fs.StringVar(&o.onboardingKubeconfig, "onboarding-kubeconfig", "", "kubeconfig of the onboarding cluster, where Kro objects live (default: requested from openmcp when --environment is given, else the ambient kubeconfig). run reads the file again every few seconds: a renewed token in it is used without a restart, while another server, CA or kind of credential stops the process so that it starts anew")
 	fs.StringVar(&o.platformKubeconfig, "platform-kubeconfig", "", "kubeconfig of the platform cluster, where the ProviderConfig, Flux and the tenant namespaces live (default: the ambient kubeconfig: $KUBECONFIG, ~/.kube/config or the pod's service account)")
 	fs.StringVar(&o.podNamespace, "pod-namespace", os.Getenv("POD_NAMESPACE"), "the provider's namespace on the platform cluster: the source pull secrets and, under openmcp, its access requests (default: $POD_NAMESPACE)")
 	fs.DurationVar(&o.accessTimeout, "onboarding-access-timeout", 30*time.Minute, "under openmcp, how long to wait for openmcp to grant access to the onboarding cluster before giving up (the pod then restarts)")
@@ -103,13 +103,22 @@ func (o *commonOptions) identity() string {
 	return "service-provider-" + o.providerName + "." + o.environment
 }
 
-// onboardingConfig returns how to reach the onboarding cluster: the given kubeconfig,
-// the ambient one in standalone mode, or, under openmcp, access requested with openmcp's
-// library (then access is non-nil and must be watched for rotation). Under openmcp it
-// never falls back to the ambient configuration, which is the platform cluster's.
+// onboardingConfig returns how to reach the onboarding cluster: the given kubeconfig
+// file, the ambient one in standalone mode, or, under openmcp, access requested with
+// openmcp's library. For a file and under openmcp access is non-nil, and a provider that
+// runs for long watches it, so that a renewed token is used without a restart. Under
+// openmcp it never falls back to the ambient configuration, which is the platform
+// cluster's.
 func (o *commonOptions) onboardingConfig(ctx context.Context, platform *rest.Config, localName string, rules []rbacv1.PolicyRule, log logr.Logger) (*rest.Config, *clusters.OnboardingAccess, error) {
+	if o.onboardingKubeconfig != "" {
+		access, err := clusters.OnboardingFromFile(o.onboardingKubeconfig)
+		if err != nil {
+			return nil, nil, err
+		}
+		return access.Config, access, nil
+	}
 	if !o.underOpenMCP() {
-		cfg, err := clusters.RESTConfig(clusters.Onboarding, o.onboardingKubeconfig)
+		cfg, err := clusters.RESTConfig(clusters.Onboarding, "")
 		return cfg, nil, err
 	}
 	if o.podNamespace == "" {

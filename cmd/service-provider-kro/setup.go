@@ -9,13 +9,11 @@ import (
 	"strings"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/utils/ptr"
 
 	"github.com/openmcp-project/service-provider-kro/clusters"
 )
@@ -23,24 +21,35 @@ import (
 // Commands that write what a person would otherwise write by hand for a standalone
 // installation (docs/operations.md, "Installing without openmcp").
 
+// defaultTokenLifetime is how long the token onboarding-kubeconfig writes is valid
+// unless --token-lifetime says otherwise. A week: short enough that a kubeconfig that got
+// out is of use for days, not a year; long enough that a renewal once a day (a CronJob)
+// may fail for days before the provider loses the onboarding cluster. The running
+// provider reads a renewed kubeconfig without a restart, so renewing often costs nothing.
+const defaultTokenLifetime = 7 * 24 * time.Hour
+
+// minTokenLifetime is the shortest lifetime a TokenRequest accepts.
+const minTokenLifetime = 10 * time.Minute
+
 // kubeconfigOptions are the flags of onboarding-kubeconfig.
 type kubeconfigOptions struct {
 	kubeconfig, namespace, serviceAccount, server, out string
-	duration                                           time.Duration
+	lifetime                                           time.Duration
 }
 
 func (o *kubeconfigOptions) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.kubeconfig, "onboarding-kubeconfig", "", "an administrator's kubeconfig of the onboarding cluster, to ask for the token with (default: the ambient kubeconfig)")
 	fs.StringVar(&o.namespace, "namespace", "service-provider-kro-system", "namespace of the provider's ServiceAccount on the onboarding cluster (config/onboarding makes it)")
 	fs.StringVar(&o.serviceAccount, "service-account", "service-provider-kro", "the provider's ServiceAccount on the onboarding cluster")
-	fs.DurationVar(&o.duration, "duration", 8760*time.Hour, "how long the token is to be valid; the API server may cap it, and the command says so")
+	fs.DurationVar(&o.lifetime, "token-lifetime", defaultTokenLifetime, "how long the token is valid, at least 10m; the API server may cap it, and the command says so. Write a new kubeconfig before it expires: the running provider reads its --onboarding-kubeconfig file again and uses the new token without a restart")
 	fs.StringVar(&o.server, "server", "", "the onboarding cluster's address as the provider reaches it (default: the address in --onboarding-kubeconfig)")
-	fs.StringVar(&o.out, "out", "", "file to write the kubeconfig to, mode 0600 (default: standard output)")
+	fs.StringVar(&o.out, "out", "", "file to write the kubeconfig to (default: standard output). It is written anew with mode 0600 and renamed into place, so a reader sees the old or the new kubeconfig, never a part; a symbolic link at that path is replaced, not followed")
 }
 
 // writeOnboardingKubeconfig asks the onboarding cluster for a token of the provider's
-// ServiceAccount and writes a kubeconfig with it, the cluster's address and its CA: the
-// provider's --onboarding-kubeconfig, or the secret config/platform mounts.
+// ServiceAccount, bound to a Secret made for it, and writes a kubeconfig with it, the
+// cluster's address and its CA: the provider's --onboarding-kubeconfig, or the secret
+// config/platform mounts. Deleting the Secret revokes the token.
 func writeOnboardingKubeconfig(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("onboarding-kubeconfig", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -48,6 +57,9 @@ func writeOnboardingKubeconfig(ctx context.Context, args []string, stdout, stder
 	o.bind(fs)
 	if err := parseFlags(fs, "onboarding-kubeconfig", args); err != nil {
 		return err
+	}
+	if o.lifetime < minTokenLifetime {
+		return fmt.Errorf("service-provider-kro onboarding-kubeconfig: --token-lifetime=%s: want at least %s, the shortest token the API server issues", o.lifetime, minTokenLifetime)
 	}
 	cfg, err := clusters.RESTConfig(clusters.Onboarding, o.kubeconfig)
 	if err != nil {
@@ -57,21 +69,42 @@ func writeOnboardingKubeconfig(ctx context.Context, args []string, stdout, stder
 	if err != nil {
 		return err
 	}
-	tr, err := cs.CoreV1().ServiceAccounts(o.namespace).CreateToken(ctx, o.serviceAccount, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(o.duration.Seconds()))},
-	}, metav1.CreateOptions{})
+	issuer := tokenIssuer{cs: cs, namespace: o.namespace, serviceAccount: o.serviceAccount, stderr: stderr}
+	token, binding, err := issuer.issue(ctx, o.lifetime)
 	if err != nil {
 		return fmt.Errorf("asking the onboarding cluster (%s) for a token of ServiceAccount %s/%s: %w (apply config/onboarding first, with an administrator's kubeconfig)",
 			cfg.Host, o.namespace, o.serviceAccount, err)
 	}
-	if left := time.Until(tr.Status.ExpirationTimestamp.Time); left < o.duration-time.Minute {
-		fmt.Fprintf(stderr, "the API server caps the token: it expires at %s (in %s); write a new kubeconfig before then, or use a Secret of type kubernetes.io/service-account-token\n",
-			tr.Status.ExpirationTimestamp.UTC().Format(time.RFC3339), left.Round(time.Minute))
+	if err := o.write(stdout, stderr, cfg, token); err != nil {
+		// Nobody holds the token: it is revoked at once.
+		issuer.revoke(ctx, binding)
+		return err
 	}
+	issuer.dropExpired(ctx)
+	return nil
+}
+
+// write writes the kubeconfig for the token to --out, or to stdout.
+func (o *kubeconfigOptions) write(stdout, stderr io.Writer, cfg *rest.Config, token string) error {
+	data, err := o.kubeconfigWith(cfg, token)
+	if err != nil {
+		return err
+	}
+	if o.out == "" {
+		_, err = stdout.Write(data)
+		return err
+	}
+	return writeFilePrivate(o.out, data, stderr)
+}
+
+// kubeconfigWith is the kubeconfig for the token: the cluster's address (or --server)
+// and its CA inline, so that it works wherever it is mounted.
+func (o *kubeconfigOptions) kubeconfigWith(cfg *rest.Config, token string) ([]byte, error) {
 	ca := cfg.CAData
 	if len(ca) == 0 && cfg.CAFile != "" {
+		var err error
 		if ca, err = os.ReadFile(cfg.CAFile); err != nil {
-			return fmt.Errorf("reading the onboarding cluster's CA: %w", err)
+			return nil, fmt.Errorf("reading the onboarding cluster's CA: %w", err)
 		}
 	}
 	server := cfg.Host
@@ -80,18 +113,10 @@ func writeOnboardingKubeconfig(ctx context.Context, args []string, stdout, stder
 	}
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["onboarding"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca, InsecureSkipTLSVerify: cfg.Insecure}
-	kc.AuthInfos[o.serviceAccount] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	kc.AuthInfos[o.serviceAccount] = &clientcmdapi.AuthInfo{Token: token}
 	kc.Contexts["onboarding"] = &clientcmdapi.Context{Cluster: "onboarding", AuthInfo: o.serviceAccount}
 	kc.CurrentContext = "onboarding"
-	data, err := clientcmd.Write(*kc)
-	if err != nil {
-		return err
-	}
-	if o.out == "" {
-		_, err = stdout.Write(data)
-		return err
-	}
-	return os.WriteFile(o.out, data, 0o600)
+	return clientcmd.Write(*kc)
 }
 
 // printTenantNamespace prints the namespace on the platform cluster that belongs to a

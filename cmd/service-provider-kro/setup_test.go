@@ -35,7 +35,7 @@ func TestOnboardingKubeconfig(t *testing.T) {
 	g.Expect(ob.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "service-provider-kro-system"}})).To(Succeed())
 	g.Expect(ob.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "service-provider-kro-system", Name: "service-provider-kro"}})).To(Succeed())
 	out := filepath.Join(t.TempDir(), "onboarding-sa.yaml")
-	g.Expect(dispatch(ctx, []string{"onboarding-kubeconfig", "--onboarding-kubeconfig", admin, "--out", out, "--duration", "2h"}, &stdout, &stderr)).To(Succeed())
+	g.Expect(dispatch(ctx, []string{"onboarding-kubeconfig", "--onboarding-kubeconfig", admin, "--out", out, "--token-lifetime", "2h"}, &stdout, &stderr)).To(Succeed())
 	cfg, err := clientcmd.BuildConfigFromFlags("", out)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(strings.TrimSuffix(cfg.Host, "/")).To(Equal(strings.TrimSuffix(ob.Config.Host, "/")))
