@@ -32,7 +32,9 @@ func TestInstallationsInTwoNamespaces(t *testing.T) {
 	// init without a namespace writes the claim without it, as the previous release did.
 	_, err := initWith(ctx, obPath, pfPath)
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
-	in := func(ns string) clusters.Installation { return installationOn(NewWithT(t), platform, standaloneEnvironment, ns) }
+	in := func(ns string) clusters.Installation {
+		return installationOn(NewWithT(t), platform, standaloneEnvironment, ns)
+	}
 	holder := func(g Gomega) string { return kroCRDOf(g, onboarding).Annotations[v1alpha1.AnnotationEnvironment] }
 	runArgs := func(ns string) []string {
 		return []string{"run", "--onboarding-kubeconfig", obPath, "--platform-kubeconfig", pfPath, "--pod-namespace", ns,

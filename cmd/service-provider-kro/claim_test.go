@@ -211,7 +211,9 @@ func TestRunAndTheClaim(t *testing.T) {
 		return logs, stop, done
 	}
 	holder := func(g Gomega) string { return kroCRDOf(g, onboarding).Annotations[v1alpha1.AnnotationEnvironment] }
-	self := func(env string) clusters.Installation { return installationOn(NewWithT(t), cs[1].Client, env, "kro-provider") }
+	self := func(env string) clusters.Installation {
+		return installationOn(NewWithT(t), cs[1].Client, env, "kro-provider")
+	}
 
 	t.Run("run claims the cluster, keeps the claim and stops when another environment takes it", func(t *testing.T) {
 		g := NewWithT(t)
