@@ -106,8 +106,8 @@ func claimAfterInstall(ctx context.Context, c client.Client, self clusters.Claim
 
 // claimForRun claims the onboarding cluster before any controller acts: it refuses to
 // start beside another installation, and claims a CRD that no installation holds yet
-// (one installed by an earlier init or by kustomize) or that an earlier version claimed
-// for the same environment.
+// (one installed by an earlier init or by kustomize), and rewrites the installation's
+// own claim of an earlier format (clusters.Claim says which is its own).
 func claimForRun(ctx context.Context, onboarding *rest.Config, self clusters.Claimant, log logr.Logger) error {
 	c, err := client.New(onboarding, client.Options{Scheme: clusters.Scheme})
 	if err != nil {

@@ -26,7 +26,7 @@ commands:
   run                    run the provider
   onboarding-kubeconfig  write a kubeconfig for the provider's ServiceAccount on the onboarding cluster
   tenant-namespace       print the platform cluster's namespace of a ControlPlane (<namespace>/<name>)
-  preflight              check an existing installation against this release before the switch; exits non-zero when it would stall
+  preflight              check an existing installation against this release before the switch; exits 1 when there is something to fix, 2 when it could not check
   flags                  print the flags of every command as Markdown (docs/reference/flags.md)
 
 Run "service-provider-kro <command> -h" for the flags of a command.
