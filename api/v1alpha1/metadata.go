@@ -36,7 +36,7 @@ const (
 	LabelVersion = LabelPrefix + "version"
 	// AnnotationEnvironment on the Kro CRD (kroes.kro.services.open-control-plane.io) of
 	// the onboarding cluster names the one installation that serves that onboarding
-	// cluster (environment, provider name and platform cluster: clusters.Installation):
+	// cluster (environment, provider name, platform cluster and namespace: clusters.Installation):
 	// `init` and `run` claim it and refuse to act beside another installation.
 	AnnotationEnvironment = LabelPrefix + "environment"
 	// AnnotationSourceSecret names the secret in the provider's namespace a copy was made from.

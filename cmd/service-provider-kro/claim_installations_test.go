@@ -41,11 +41,17 @@ func TestOneInstallationPerOnboardingCluster(t *testing.T) {
 	g := NewWithT(t)
 	uid1, uid2 := platformUID(g, cs[1].Client), platformUID(g, cs[2].Client)
 	g.Expect(uid1).NotTo(Equal(uid2))
-	named := func(uid string) string {
-		return fmt.Sprintf(`environment "standalone" of provider "kro" on the platform cluster whose kube-system namespace has UID %s`, uid)
+	named := func(uid, ns string) string {
+		if ns != "" {
+			ns = fmt.Sprintf(" in namespace %q", ns)
+		}
+		return fmt.Sprintf(`environment "standalone" of provider "kro"%s on the platform cluster whose kube-system namespace has UID %s`, ns, uid)
 	}
-	// the refusal of the installation on platform-2 names itself, then the holder.
-	refused := "installation " + named(uid2) + " cannot serve this onboarding cluster: installation " + named(uid1) + " serves it"
+	// the refusal of the installation on platform-2 names itself, then the holder
+	// (init without --pod-namespace claims without the namespace).
+	refused := func(ns string) string {
+		return "installation " + named(uid2, ns) + " cannot serve this onboarding cluster: installation " + named(uid1, "") + " serves it"
+	}
 	holder := func(g Gomega) string { return kroCRDOf(g, onboarding).Annotations[v1alpha1.AnnotationEnvironment] }
 	initOn := func(pfPath string) (string, error) {
 		var out bytes.Buffer
@@ -65,7 +71,7 @@ func TestOneInstallationPerOnboardingCluster(t *testing.T) {
 		g := NewWithT(t)
 		out, err := initOn(pf1Path)
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(out).To(ContainSubstring("onboarding cluster: served by installation " + named(uid1)))
+		g.Expect(out).To(ContainSubstring("onboarding cluster: served by installation " + named(uid1, "")))
 		g.Expect(holder(g)).To(Equal("environment=standalone,provider=kro,platform=" + uid1))
 	})
 
@@ -73,7 +79,7 @@ func TestOneInstallationPerOnboardingCluster(t *testing.T) {
 		g := NewWithT(t)
 		before := kroCRDOf(g, onboarding).ResourceVersion
 		out, err := initOn(pf2Path)
-		g.Expect(err).To(MatchError(ContainSubstring("init on the onboarding cluster: " + refused)))
+		g.Expect(err).To(MatchError(ContainSubstring("init on the onboarding cluster: " + refused(""))))
 		g.Expect(err).To(MatchError(ContainSubstring(releaseHint)))
 		g.Expect(out).To(BeEmpty(), "nothing was installed")
 		g.Expect(kroCRDOf(g, onboarding).ResourceVersion).To(Equal(before), "the second installation left the CRD alone")
@@ -86,7 +92,7 @@ func TestOneInstallationPerOnboardingCluster(t *testing.T) {
 		var logs bytes.Buffer
 		// In this process: the refusal comes before any controller is set up.
 		err := dispatch(ctx, runArgs(pf2Path), &bytes.Buffer{}, &logs)
-		g.Expect(err).To(MatchError(ContainSubstring("refusing to start: " + refused)))
+		g.Expect(err).To(MatchError(ContainSubstring("refusing to start: " + refused("kro-provider"))))
 		g.Expect(logs.String()).NotTo(ContainSubstring("starting service-provider-kro"), "no controller was started")
 		g.Expect(holder(g)).To(Equal("environment=standalone,provider=kro,platform=" + uid1))
 	})
@@ -116,7 +122,7 @@ func TestOneInstallationPerOnboardingCluster(t *testing.T) {
 			g.Consistently(r.done, 3*time.Second).ShouldNot(Receive(), "replica %d keeps running beside the other", i)
 			g.Expect(r.logs.String()).NotTo(ContainSubstring("cannot serve this onboarding cluster"))
 		}
-		g.Expect(holder(g)).To(Equal("environment=standalone,provider=kro,platform=" + uid1))
+		g.Expect(holder(g)).To(Equal("environment=standalone,provider=kro,platform="+uid1+",namespace=kro-provider"), "run names its namespace in the claim")
 		for i, r := range replicas {
 			r.stop()
 			var err error
@@ -127,7 +133,7 @@ func TestOneInstallationPerOnboardingCluster(t *testing.T) {
 
 	t.Run("replicas of one installation claiming at once both succeed", func(t *testing.T) {
 		g := NewWithT(t)
-		self := installationOn(g, cs[1].Client, standaloneEnvironment)
+		self := clusters.Claimant{Installation: installationOn(g, cs[1].Client, standaloneEnvironment, "kro-provider")}
 		for round := range 10 {
 			setClaim(g, onboarding, "")
 			results := make([]clusters.Claimed, 2)

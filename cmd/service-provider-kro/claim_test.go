@@ -10,7 +10,9 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmcp-project/service-provider-kro/api/v1alpha1"
@@ -30,13 +32,18 @@ func refusal(self, holder clusters.Installation) string {
 // earlierClaim is the claim of environment env as an earlier version wrote it.
 func earlierClaim(env string) clusters.Installation { return clusters.Installation{Environment: env} }
 
-// installationOn is the installation of environment env of the provider "kro" on the
-// platform cluster platform.
-func installationOn(g Gomega, platform client.Client, env string) clusters.Installation {
+// installationOn is the installation of environment env of the provider "kro" in
+// namespace ns (empty: not known) of the platform cluster platform.
+func installationOn(g Gomega, platform client.Client, env, ns string) clusters.Installation {
 	uid, err := clusters.PlatformIdentity(context.Background(), platform)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(uid).NotTo(BeEmpty())
-	return clusters.Installation{Environment: env, Provider: "kro", Platform: uid}
+	return clusters.Installation{Environment: env, Provider: "kro", Platform: uid, Namespace: ns}
+}
+
+// lease is a Lease as a provider's leader election leaves it.
+func lease(ns, name string) *coordinationv1.Lease {
+	return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 }
 
 // kroCRDOf reads the Kro CRD of the onboarding cluster.
@@ -76,7 +83,8 @@ func TestInitClaimsTheOnboardingCluster(t *testing.T) {
 		err := dispatch(ctx, []string{"init", "--environment", env, "--onboarding-kubeconfig", obPath, "--platform-kubeconfig", pfPath}, &out, &errOut)
 		return out.String(), err
 	}
-	self := func(env string) clusters.Installation { return installationOn(NewWithT(t), cs[1].Client, env) }
+	// init without --pod-namespace: the claim names no namespace.
+	self := func(env string) clusters.Installation { return installationOn(NewWithT(t), cs[1].Client, env, "") }
 	served := func(env, state string) string {
 		return "onboarding cluster: served by installation " + self(env).String() + " (" + v1alpha1.AnnotationEnvironment + "=" + self(env).Claim() + " on CRD " + kroCRD + ", " + state + ")"
 	}
@@ -152,7 +160,7 @@ func TestInitClaimsTheOnboardingCluster(t *testing.T) {
 			results := make([]error, len(envs))
 			var wg sync.WaitGroup
 			for i, env := range envs {
-				wg.Go(func() { _, results[i] = clusters.Claim(ctx, onboarding, self(env)) })
+				wg.Go(func() { _, results[i] = clusters.Claim(ctx, onboarding, clusters.Claimant{Installation: self(env)}) })
 			}
 			wg.Wait()
 			var winners []string
@@ -203,7 +211,9 @@ func TestRunAndTheClaim(t *testing.T) {
 		return logs, stop, done
 	}
 	holder := func(g Gomega) string { return kroCRDOf(g, onboarding).Annotations[v1alpha1.AnnotationEnvironment] }
-	self := func(env string) clusters.Installation { return installationOn(NewWithT(t), cs[1].Client, env) }
+	self := func(env string) clusters.Installation {
+		return installationOn(NewWithT(t), cs[1].Client, env, "kro-provider")
+	}
 
 	t.Run("run claims the cluster, keeps the claim and stops when another environment takes it", func(t *testing.T) {
 		g := NewWithT(t)
@@ -239,8 +249,20 @@ func TestRunAndTheClaim(t *testing.T) {
 		g.Expect(holder(g)).To(Equal("env-b"))
 	})
 
+	t.Run("run of the environment an earlier version claimed refuses without a trace of itself on the platform cluster", func(t *testing.T) {
+		g := NewWithT(t)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		err := dispatch(ctx, args("env-b"), &bytes.Buffer{}, &bytes.Buffer{})
+		g.Expect(err).To(MatchError(ContainSubstring("refusing to start: " + refusal(self("env-b"), earlierClaim("env-b")))))
+		g.Expect(err).To(MatchError(ContainSubstring("no Lease service-provider-kro or service-provider-kro-<shard> of this provider is in namespace kro-provider on this platform cluster")))
+		g.Expect(holder(g)).To(Equal("env-b"), "the bare claim may be another platform cluster's: left alone")
+	})
+
 	t.Run("run of the environment an earlier version claimed takes the claim over and starts", func(t *testing.T) {
 		g := NewWithT(t)
+		// The Lease the earlier version's leader election left in the namespace.
+		g.Expect(cs[1].Client.Create(context.Background(), lease("kro-provider", "service-provider-kro"))).To(Succeed())
 		logs, stop, done := start(t, "env-b")
 		g.Eventually(logs.String, rbacTimeout, rbacInterval).Should(ContainSubstring("starting service-provider-kro"))
 		g.Expect(logs.String()).To(ContainSubstring("took over an earlier version's claim of the onboarding cluster for this environment"))

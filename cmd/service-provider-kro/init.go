@@ -89,7 +89,7 @@ func reachable(cfg *rest.Config) error {
 
 // installFor applies the CRDs of the cluster kind. On the onboarding cluster it claims
 // the cluster for the installation self before and after the install.
-func installFor(ctx context.Context, kind string, cfg *rest.Config, self clusters.Installation, stdout io.Writer) error {
+func installFor(ctx context.Context, kind string, cfg *rest.Config, self clusters.Claimant, stdout io.Writer) error {
 	if err := reachable(cfg); err != nil {
 		return err
 	}

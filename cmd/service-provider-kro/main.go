@@ -26,7 +26,7 @@ commands:
   run                    run the provider
   onboarding-kubeconfig  write a kubeconfig for the provider's ServiceAccount on the onboarding cluster
   tenant-namespace       print the platform cluster's namespace of a ControlPlane (<namespace>/<name>)
-  preflight              check an existing installation against this release before the switch; exits non-zero when it would stall
+  preflight              check an existing installation against this release before the switch; exits 1 when there is something to fix, 2 when it could not check
   flags                  print the flags of every command as Markdown (docs/reference/flags.md)
 
 Run "service-provider-kro <command> -h" for the flags of a command.
@@ -34,13 +34,33 @@ Run "service-provider-kro <command> -h" for the flags of a command.
 
 func main() {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer cancel()
-	if err := dispatch(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "error:", err)
-		}
-		os.Exit(1)
+	code := execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	cancel()
+	os.Exit(code)
+}
+
+// exitError is an error that chooses the process's exit code, where a command gives
+// its codes a meaning (preflight: 1 something to fix, 2 it could not check).
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// execute runs the command args names and returns the process's exit code: 0 when it
+// succeeded or printed its help (-h), the code of an *exitError, else 1.
+func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	err := dispatch(ctx, args, stdout, stderr)
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return 0
 	}
+	fmt.Fprintln(stderr, "error:", err)
+	if coded := (*exitError)(nil); errors.As(err, &coded) {
+		return coded.code
+	}
+	return 1
 }
 
 func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {

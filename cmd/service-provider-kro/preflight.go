@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -21,22 +22,30 @@ import (
 
 // preflight checks an existing installation of this API (the earlier provider's, or an
 // older one of this provider) against this release before the switch, and says what to
-// fix: what would stall the provider is a finding to fix, and the command then exits
-// non-zero. It reads only.
+// fix: what would stall the provider is a finding to fix. It reads only. Its exit code
+// tells a script the outcome: 0 nothing to fix, 1 something to fix, 2 it could not
+// check (a cluster unreachable, a read refused, a flag wrong).
+
+// The exit codes of preflight besides 0.
+const (
+	preflightToFix      = 1
+	preflightCannotTell = 2
+)
 
 // olderGroup is the API group of an older generation of the provider's API, which this
 // provider does not serve.
 const olderGroup = "kro.services.openmcp.cloud"
 
 type preflightOptions struct {
-	onboardingKubeconfig, platformKubeconfig, providerName, podNamespace string
+	onboardingKubeconfig, platformKubeconfig, providerName, podNamespace, environment string
 }
 
 func (o *preflightOptions) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.onboardingKubeconfig, "onboarding-kubeconfig", "", "kubeconfig of the onboarding cluster, where Kro objects live (default: the ambient kubeconfig)")
 	fs.StringVar(&o.platformKubeconfig, "platform-kubeconfig", "", "kubeconfig of the platform cluster, where the ProviderConfig and the tenant namespaces live (default: the ambient kubeconfig)")
 	fs.StringVar(&o.providerName, "provider-name", "kro", "name of the provider: its ProviderConfig carries the same name")
-	fs.StringVar(&o.podNamespace, "pod-namespace", os.Getenv("POD_NAMESPACE"), "the provider's namespace on the platform cluster, where the pull secrets the ProviderConfig names must be; they are checked when it is given (default: $POD_NAMESPACE)")
+	fs.StringVar(&o.podNamespace, "pod-namespace", os.Getenv("POD_NAMESPACE"), "the provider's namespace on the platform cluster, where the pull secrets the ProviderConfig names must be (they are checked when it is given), where the earlier provider is looked for (without it: in every namespace), and which the claim of the onboarding cluster names (default: $POD_NAMESPACE)")
+	fs.StringVar(&o.environment, "environment", "", "the environment the provider runs in (--environment of init and run), which the claim of the onboarding cluster names (default: \""+standaloneEnvironment+"\")")
 }
 
 // finding is one line of the report.
@@ -69,15 +78,30 @@ func (p *preflightRun) noteThat(format string, args ...any) {
 	p.findings = append(p.findings, finding{note: true, text: fmt.Sprintf(format, args...)})
 }
 
-// runPreflight runs the checks in order and prints the report.
+// runPreflight runs the checks in order and prints the report. Its error carries the
+// exit code (*exitError), but for -h.
 func runPreflight(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("preflight", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	o := preflightOptions{}
 	o.bind(fs)
 	if err := parseFlags(fs, "preflight", args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return &exitError{code: preflightCannotTell, err: err}
 	}
+	err := preflight(ctx, o, stdout)
+	var toFix *exitError
+	if err != nil && !errors.As(err, &toFix) {
+		return &exitError{code: preflightCannotTell, err: fmt.Errorf("%w; nothing was checked to the end: fix this and run preflight again", err)}
+	}
+	return err
+}
+
+// preflight reads both clusters and reports; it fails with an *exitError when there is
+// something to fix, and with any other error when it could not check.
+func preflight(ctx context.Context, o preflightOptions, stdout io.Writer) error {
 	p := &preflightRun{opts: o}
 	var obCfg, pfCfg *rest.Config
 	var err error
@@ -88,7 +112,9 @@ func runPreflight(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	fmt.Fprintf(stdout, "preflight of provider %q: onboarding cluster %s, platform cluster %s\n\n", o.providerName, obCfg.Host, pfCfg.Host)
-	for _, check := range []func(context.Context) error{p.checkOlderGroup, p.checkProviderConfig, p.checkKros, p.checkPullSecrets, p.checkEarlierInstallations} {
+	for _, check := range []func(context.Context) error{
+		p.checkClaim, p.checkEarlierProvider, p.checkOlderGroup, p.checkProviderConfig, p.checkKros, p.checkPullSecrets, p.checkEarlierInstallations,
+	} {
 		if err := check(ctx); err != nil {
 			return err
 		}
@@ -136,7 +162,7 @@ func (p *preflightRun) report(w io.Writer) error {
 	}
 	if fixes > 0 {
 		fmt.Fprintf(w, "\n%d to fix before the switch: the provider would stall on them.\n", fixes)
-		return fmt.Errorf("preflight: %d to fix before the switch", fixes)
+		return &exitError{code: preflightToFix, err: fmt.Errorf("preflight: %d to fix before the switch", fixes)}
 	}
 	fmt.Fprintln(w, "\nnothing to fix: the switch can go ahead (docs/operations.md, \"Taking over from the earlier provider\").")
 	return nil

@@ -192,7 +192,7 @@ func runManager(ctx context.Context, args []string, stderr io.Writer) error {
 		HealthProbeBindAddress:  o.probeAddr,
 		PprofBindAddress:        o.pprofAddr,
 		LeaderElection:          o.leaderElect,
-		LeaderElectionID:        "service-provider-" + o.providerName,
+		LeaderElectionID:        clusters.LeaseName(o.providerName),
 		LeaderElectionNamespace: o.leaderElectionNS,
 		LeaderElectionConfig:    platform,
 		// The process ends right after the manager, so the lease can go at once and
