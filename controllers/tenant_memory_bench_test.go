@@ -15,6 +15,7 @@ import (
 
 	krov1alpha1 "github.com/kubernetes-sigs/kro/api/v1alpha1"
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,18 +34,20 @@ import (
 
 // What one tenant makes for BenchmarkTenantObjectsMemory: the figures by default.
 var (
-	tenantObjects = flag.Int("tenant.objects", 300, "BenchmarkTenantObjectsMemory: RGDs, and as many labelled secrets in kro-system")
+	tenantObjects = flag.Int("tenant.objects", 300, "BenchmarkTenantObjectsMemory: RGDs, and as many labelled secrets and Deployments with kro's release labels in kro-system")
 	tenantSize    = flag.Int("tenant.size", 1000<<10, "BenchmarkTenantObjectsMemory: bytes of each object")
 )
 
 // BenchmarkTenantObjectsMemory measures what the provider holds for a ControlPlane whose
 // tenant has made -tenant.objects RGDs and as many secrets carrying the provider's label
-// in kro-system, of -tenant.size bytes each (the kinds its cache holds). The
-// ControlPlane's cluster is made with the provider's options (controlPlaneClusterOptions,
-// "trimmed") and, for comparison, with the options of the code before them ("whole":
-// the same without transforms), alternately against the same API server and objects.
-// Each engagement starts the informers the provider starts (the secrets', the RGDs') and
-// the reconcile's reads of both follow. First with no objects, then with them. Per
+// and Deployments carrying kro's release labels in kro-system, of -tenant.size bytes
+// each (the kinds its cache holds or the provider reads). The ControlPlane's cluster is
+// made with the provider's options (controlPlaneClusterOptions and the trimmed
+// Deployment watch, "trimmed") and, for comparison, as the code before them did
+// ("whole": the same without transforms and no Deployment watch; the rollout's gate read
+// the Deployments in one full list instead), alternately against the same API server
+// and objects. Each engagement starts the informers the provider starts and the
+// reconcile's reads follow. First with no objects, then with them. Per
 // engagement: the process's peak RSS (VmHWM, reset before) and its growth over the RSS
 // before, the highest heap held by objects above what it was before (sampled every
 // millisecond), and the heap the cache keeps after.
@@ -67,24 +70,26 @@ func BenchmarkTenantObjectsMemory(b *testing.B) {
 	whole := controlplane.ClusterOptions(clusters.Scheme, clusters.KroNamespace,
 		labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue}),
 		controlplane.Kinds{krov1alpha1.GroupVersion.WithKind("ResourceGraphDefinition"): meta.RESTScopeRoot}, nil)
+	trimmed := []cluster.Option{controlPlaneClusterOptions(), controlplane.WatchDeployments(clusters.KroNamespace, owned.ReleaseName)}
 	both := func(b *testing.B, want int) {
 		for _, v := range []struct {
 			name string
-			opts cluster.Option
-		}{{"trimmed", controlPlaneClusterOptions()}, {"whole", whole}, {"trimmed-again", controlPlaneClusterOptions()}} {
+			opts []cluster.Option
+		}{{"trimmed", trimmed}, {"whole", []cluster.Option{whole}}, {"trimmed-again", trimmed}} {
 			b.Run(v.name, func(b *testing.B) { measureEngagement(b, g, cfg, v.opts, want) })
 		}
 	}
+	g.Expect(testenv.PlayKroDeployment(ctx, c)).To(Succeed()) // kro's own, as Helm made it
 	b.Run("objects=0", func(b *testing.B) { both(b, 0) })
 	start := time.Now()
 	createHostileObjects(b, g, c, "hostile", *tenantObjects, *tenantSize)
-	b.Logf("created %d RGDs and %d secrets of %d bytes in %s", *tenantObjects, *tenantObjects, *tenantSize, time.Since(start).Round(time.Second))
-	b.Run(fmt.Sprintf("objects=%dx2x%dKiB", *tenantObjects, *tenantSize>>10), func(b *testing.B) { both(b, *tenantObjects) })
+	b.Logf("created %d RGDs, secrets and Deployments each of %d bytes in %s", *tenantObjects, *tenantSize, time.Since(start).Round(time.Second))
+	b.Run(fmt.Sprintf("objects=%dx3x%dKiB", *tenantObjects, *tenantSize>>10), func(b *testing.B) { both(b, *tenantObjects) })
 }
 
 // measureEngagement engages the ControlPlane at cfg with opts b.N times, each until its
 // cache holds want RGDs and want secrets, and reports the memory it took.
-func measureEngagement(b *testing.B, g Gomega, cfg *rest.Config, opts cluster.Option, want int) {
+func measureEngagement(b *testing.B, g Gomega, cfg *rest.Config, opts []cluster.Option, want int) {
 	var peakRSS, growth, peakHeap, retained float64
 	for range b.N {
 		runtime.GC()
@@ -121,9 +126,9 @@ func measureEngagement(b *testing.B, g Gomega, cfg *rest.Config, opts cluster.Op
 // ControlPlane this full may exceed on a busy machine) and reads what a reconcile reads:
 // the RGDs' summary and the secret copies. It returns once the cache holds want of
 // each; stop ends the engagement.
-func engage(g Gomega, cfg *rest.Config, opts cluster.Option, want int) (stop func()) {
+func engage(g Gomega, cfg *rest.Config, opts []cluster.Option, want int) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
-	cl, err := cluster.New(cfg, opts)
+	cl, err := cluster.New(cfg, opts...)
 	g.Expect(err).NotTo(HaveOccurred())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = cl.Start(ctx) }()
@@ -133,6 +138,15 @@ func engage(g Gomega, cfg *rest.Config, opts cluster.Option, want int) (stop fun
 		_, err := cl.GetCache().GetInformer(ctx, obj)
 		g.Expect(err).NotTo(HaveOccurred())
 	}
+	kroDeployments := client.MatchingLabels{controlplane.LabelInstance: owned.ReleaseName, controlplane.LabelHelmManagedBy: controlplane.HelmManagedBy}
+	deployments := &appsv1.DeploymentList{}
+	if len(opts) > 1 { // the Deployment watch
+		_, err := cl.GetCache().GetInformer(ctx, &appsv1.Deployment{})
+		g.Expect(err).NotTo(HaveOccurred())
+	} else { // the code before: the gate's one full list, straight from the API server
+		g.Expect(cl.GetAPIReader().List(ctx, deployments, client.InNamespace(owned.KroNamespace), kroDeployments)).To(Succeed())
+		g.Expect(deployments.Items).To(HaveLen(want + 1))
+	}
 	g.Eventually(func(g Gomega) {
 		rgds := &krov1alpha1.ResourceGraphDefinitionList{}
 		g.Expect(cl.GetClient().List(ctx, rgds)).To(Succeed())
@@ -140,6 +154,10 @@ func engage(g Gomega, cfg *rest.Config, opts cluster.Option, want int) (stop fun
 		secrets := &corev1.SecretList{}
 		g.Expect(cl.GetClient().List(ctx, secrets, client.InNamespace(owned.KroNamespace))).To(Succeed())
 		g.Expect(secrets.Items).To(HaveLen(want))
+		if len(opts) > 1 {
+			g.Expect(cl.GetClient().List(ctx, deployments, client.InNamespace(owned.KroNamespace), kroDeployments)).To(Succeed())
+			g.Expect(deployments.Items).To(HaveLen(want + 1))
+		}
 	}).WithTimeout(10 * time.Minute).WithPolling(100 * time.Millisecond).Should(Succeed())
 	return stop
 }
@@ -171,4 +189,17 @@ func procStatus(b *testing.B, field string) uint64 {
 	}
 	b.Fatalf("no %s in /proc/self/status", field)
 	return 0
+}
+
+// hostileDeployment creates a Deployment in kro-system that carries kro's release labels
+// and Helm's annotations, of about size bytes (an environment variable in its pod
+// template), as a tenant administering its ControlPlane can.
+func hostileDeployment(ctx context.Context, c client.Client, name string, size int) error {
+	d := testenv.AvailableKroDeployment()
+	d.Name = name
+	d.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "PADDING", Value: strings.Repeat("x", size)}}
+	if err := c.Create(ctx, d); err != nil {
+		return fmt.Errorf("creating Deployment %s: %w", name, err)
+	}
+	return nil
 }

@@ -70,8 +70,8 @@ func hostileSecret(ctx context.Context, c client.Client, name string, size int) 
 	return nil
 }
 
-// createHostileObjects makes n RGDs and n secrets of about size bytes each, named with
-// prefix, eight at a time.
+// createHostileObjects makes n RGDs, n secrets and n Deployments with kro's release
+// labels of about size bytes each, named with prefix, eight at a time.
 func createHostileObjects(tb testing.TB, g Gomega, c client.Client, prefix string, n, size int) {
 	tb.Helper()
 	ctx := context.Background()
@@ -86,6 +86,9 @@ func createHostileObjects(tb testing.TB, g Gomega, c client.Client, prefix strin
 					failed.Store(err)
 				}
 				if err := hostileSecret(ctx, c, name, size); err != nil {
+					failed.Store(err)
+				}
+				if err := hostileDeployment(ctx, c, name, size); err != nil {
 					failed.Store(err)
 				}
 			}
