@@ -364,9 +364,11 @@ func (e *rbacEnv) lifecycle(t *testing.T, stopProvider func(), grant func(Gomega
 		g.Expect(e.platform.Client.Get(ctx, fluxKey, &helmv2.HelmRelease{})).To(Succeed())
 	}, rbacTimeout, rbacInterval).Should(Succeed(), "image pull secret copy on the ControlPlane, OCIRepository and HelmRelease")
 
-	// Flux's part, simulated: source- and helm-controller report Ready.
+	// Flux's part, simulated: source- and helm-controller report Ready, and kro's
+	// Deployment is there as Helm makes it, available.
 	setReady(ctx, g, e.platform.Client, &sourcev1.OCIRepository{}, fluxKey)
 	setReady(ctx, g, e.platform.Client, &helmv2.HelmRelease{}, fluxKey)
+	g.Expect(testenv.PlayKroDeployment(ctx, e.controlPlane.Client)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		got := &v1alpha1.Kro{}
 		g.Expect(e.onboarding.Client.Get(ctx, client.ObjectKeyFromObject(kro), got)).To(Succeed())

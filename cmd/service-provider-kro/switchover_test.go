@@ -114,6 +114,7 @@ func TestSwitchOverFromAnEarlierProvider(t *testing.T) {
 	fluxKey := client.ObjectKey{Namespace: tenant, Name: rbacProvider}
 	setReady(ctx, g, platform.Client, &sourcev1.OCIRepository{}, fluxKey)
 	setReady(ctx, g, platform.Client, &helmv2.HelmRelease{}, fluxKey)
+	g.Expect(testenv.PlayKroDeployment(ctx, cp.Client)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		got := &v1alpha1.Kro{}
 		g.Expect(onboarding.Client.Get(ctx, client.ObjectKeyFromObject(kro), got)).To(Succeed())
