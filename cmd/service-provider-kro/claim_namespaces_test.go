@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -96,25 +94,8 @@ func TestInstallationsInTwoNamespaces(t *testing.T) {
 		for round := range 10 {
 			setClaim(g, onboarding, "")
 			namespaces := []string{"kro-a", "kro-b"}
-			results := make([]error, len(namespaces))
-			var wg sync.WaitGroup
-			for i, ns := range namespaces {
-				self := clusters.Claimant{Installation: in(ns)}
-				wg.Go(func() { _, results[i] = clusters.Claim(ctx, onboarding, self) })
-			}
-			wg.Wait()
-			var winners []string
-			for i, err := range results {
-				var lost *clusters.ClaimError
-				switch {
-				case err == nil:
-					winners = append(winners, namespaces[i])
-				case !errors.As(err, &lost):
-					g.Expect(err).NotTo(HaveOccurred(), "round %d", round)
-				}
-			}
-			g.Expect(winners).To(HaveLen(1), "round %d: exactly one installation believes it holds the claim", round)
-			g.Expect(holder(g)).To(Equal(in(winners[0]).Claim()), "round %d", round)
+			winner := namespaces[claimAtOnce(ctx, g, onboarding, round, in(namespaces[0]), in(namespaces[1]))]
+			g.Expect(holder(g)).To(Equal(in(winner).Claim()), "round %d", round)
 		}
 	})
 }

@@ -157,24 +157,8 @@ func TestInitClaimsTheOnboardingCluster(t *testing.T) {
 		for round := range 20 {
 			setClaim(g, onboarding, "")
 			envs := []string{"env-x", "env-y"}
-			results := make([]error, len(envs))
-			var wg sync.WaitGroup
-			for i, env := range envs {
-				wg.Go(func() { _, results[i] = clusters.Claim(ctx, onboarding, clusters.Claimant{Installation: self(env)}) })
-			}
-			wg.Wait()
-			var winners []string
-			for i, err := range results {
-				var lost *clusters.ClaimError
-				switch {
-				case err == nil:
-					winners = append(winners, envs[i])
-				case !errors.As(err, &lost):
-					g.Expect(err).NotTo(HaveOccurred(), "round %d", round)
-				}
-			}
-			g.Expect(winners).To(HaveLen(1), "round %d: exactly one environment believes it holds the claim", round)
-			g.Expect(kroCRDOf(g, onboarding).Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationEnvironment, self(winners[0]).Claim()), "round %d", round)
+			winner := envs[claimAtOnce(ctx, g, onboarding, round, self(envs[0]), self(envs[1]))]
+			g.Expect(kroCRDOf(g, onboarding).Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationEnvironment, self(winner).Claim()), "round %d", round)
 		}
 	})
 }
@@ -274,4 +258,28 @@ func TestRunAndTheClaim(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(holder(g)).To(Equal(self("env-b").Claim()))
 	})
+}
+
+// claimAtOnce has every installation claim the onboarding cluster at the same time and
+// returns the index of the one that believes it holds the claim: exactly one, every
+// other having lost with a ClaimError.
+func claimAtOnce(ctx context.Context, g Gomega, onboarding client.Client, round int, installations ...clusters.Installation) int {
+	results := make([]error, len(installations))
+	var wg sync.WaitGroup
+	for i, in := range installations {
+		wg.Go(func() { _, results[i] = clusters.Claim(ctx, onboarding, clusters.Claimant{Installation: in}) })
+	}
+	wg.Wait()
+	var winners []int
+	for i, err := range results {
+		var lost *clusters.ClaimError
+		switch {
+		case err == nil:
+			winners = append(winners, i)
+		case !errors.As(err, &lost):
+			g.Expect(err).NotTo(HaveOccurred(), "round %d", round)
+		}
+	}
+	g.Expect(winners).To(HaveLen(1), "round %d: exactly one installation believes it holds the claim", round)
+	return winners[0]
 }
