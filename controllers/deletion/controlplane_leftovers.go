@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/controllers/foreign"
 	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/controllers/reach"
 	"github.com/openmcp-project/service-provider-kro/controllers/step"
@@ -81,9 +82,11 @@ func (r *Remover) awaitControlPlane(s *step.Scope, na *reach.NotAvailableError, 
 	names := leftoverNames(left)
 	if now.Before(deadline) {
 		s.Obs.Managed = append(s.Obs.Managed, left...)
-		s.Obs.Blocked(na.ConditionReason(), fmt.Sprintf(
-			"kro is uninstalled, but %s cannot be reached since %s (%s); %d objects of the provider are still to be removed there: %s; the deletion goes on when it answers again, or leaves them at %s and names them in an event",
-			controlPlane, since.UTC().Format(time.RFC3339), na.Message, len(names), step.ListNames(names), deadline.UTC().Format(time.RFC3339)))
+		s.Obs.Blocked(na.ConditionReason(), fitCause(na.Message, func(cause string) string {
+			return fmt.Sprintf(
+				"kro is uninstalled, but %s cannot be reached since %s (%s); %d objects of the provider are still to be removed there: %s; the deletion goes on when it answers again, or leaves them at %s and names them in an event",
+				controlPlane, since.UTC().Format(time.RFC3339), cause, len(names), step.ListNames(names), deadline.UTC().Format(time.RFC3339))
+		}))
 		s.Requeue(deadline.Sub(now))
 		return step.Waiting
 	}
@@ -93,6 +96,21 @@ func (r *Remover) awaitControlPlane(s *step.Scope, na *reach.NotAvailableError, 
 		controlPlane, grace, since.UTC().Format(time.RFC3339), na.Message, len(names), step.ListNames(names), r.leftoverSelector(s))
 	return step.Proceed
 }
+
+// fitCause returns message(cause) within a status message's length, shortening the cause
+// in its middle rather than letting the cut fall on the message's end, which says what
+// happens next: a client's error grows under load (rate limiter, retries) and once pushed
+// "the deletion goes on when it answers again" off the end.
+func fitCause(cause string, message func(string) string) string {
+	full := message(cause)
+	if over := len(full) - step.MaxMessage; over > 0 {
+		return message(foreign.Middle(cause, max(len(cause)-over, minCause)))
+	}
+	return full
+}
+
+// minCause is the least of a cause fitCause keeps.
+const minCause = 40
 
 // unreachableSince is when the ControlPlane's access was first found missing
 // (status.accessMissingSince) or not working (status.controlPlaneUnreachableSince), or

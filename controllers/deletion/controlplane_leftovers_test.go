@@ -1,6 +1,7 @@
 package deletion
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -42,6 +43,9 @@ func TestAwaitControlPlane(t *testing.T) {
 		{name: "unreachable for the grace period", managed: []v1alpha1.ManagedResource{sa}, na: unreachable, since: at(-grace), want: step.Proceed, wantEvent: true},
 		{name: "missing for the grace period", managed: []v1alpha1.ManagedResource{sa}, na: &reach.NotAvailableError{Missing: true, Message: "no kubeconfig"}, missingSince: at(-grace), want: step.Proceed, wantEvent: true},
 		{name: "missing within it", managed: []v1alpha1.ManagedResource{sa}, na: &reach.NotAvailableError{Missing: true, Message: "no kubeconfig"}, missingSince: at(-time.Minute), want: step.Waiting},
+		// Under load a client's error grows (rate limiter, the attempt before): the cause is
+		// shortened in its middle, and the message still ends by saying what happens next.
+		{name: "unreachable with a long cause", managed: []v1alpha1.ManagedResource{sa}, na: &reach.NotAvailableError{Reason: v1alpha1.ReasonControlPlaneUnreachable, Message: "client rate limiter Wait returned an error: context deadline exceeded - error from a previous attempt: " + strings.Repeat("read tcp 127.0.0.1:37144->127.0.0.1:45127: read: connection reset by peer; ", 8)}, want: step.Waiting, wantSince: at(0)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
@@ -62,6 +66,10 @@ func TestAwaitControlPlane(t *testing.T) {
 				g.Expect(blocked.Reason).To(Equal(tc.na.ConditionReason()))
 				g.Expect(blocked.Message).To(ContainSubstring("ControlPlane project-a/cp-1 cannot be reached"))
 				g.Expect(blocked.Message).To(ContainSubstring("ServiceAccount kro-system/kro"))
+				g.Expect(blocked.Message).To(ContainSubstring("the deletion goes on when it answers again, or leaves them at "))
+				g.Expect(blocked.Message).To(HaveSuffix(" and names them in an event"))
+				g.Expect(len(blocked.Message)).To(BeNumerically("<=", step.MaxMessage))
+				g.Expect(blocked.Message).To(ContainSubstring(tc.na.Message[:min(30, len(tc.na.Message))]), "the cause keeps its start")
 				g.Expect(s.Obs.Managed).To(ConsistOf(HaveField("Ready", metav1.ConditionUnknown)), "still to be removed, as last seen")
 			} else {
 				g.Expect(blocked).To(BeNil())

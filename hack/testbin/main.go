@@ -1,21 +1,41 @@
-// Command testbin provides the binaries the tests run against and prints the folder that
-// holds kube-apiserver and etcd (for KUBEBUILDER_ASSETS). Binaries are built from the Go
-// module proxy once and cached under .cache/; see test/testenv.
+// Command testbin provides the binaries the tests run against, built from the Go module
+// proxy once and cached under .cache/ (test/toolbuild). It imports the standard library
+// only, so that it starts in seconds and its builds (downloads included) run beside the
+// compilation of the tests or of the sandbox (Taskfile.yaml).
+//
+//	testbin           prints the folder that holds kube-apiserver and etcd (KUBEBUILDER_ASSETS)
+//	testbin -sandbox  builds every command the sandbox starts
+//	testbin -e2e      builds every command the end-to-end suite starts (openmcp-operator too)
 package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 
-	"github.com/openmcp-project/service-provider-kro/test/testenv"
+	"github.com/openmcp-project/service-provider-kro/test/toolbuild"
 )
 
 func main() {
+	sandbox := flag.Bool("sandbox", false, "build what the sandbox starts (toolbuild.SandboxTools) and print nothing")
+	e2e := flag.Bool("e2e", false, "build what the end-to-end suite starts (toolbuild.E2ETools) and print nothing")
+	flag.Parse()
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()
-	dir, err := testenv.EnvtestAssets(ctx, os.Stderr)
+	if *sandbox || *e2e {
+		tools := toolbuild.SandboxTools()
+		if *e2e {
+			tools = toolbuild.E2ETools()
+		}
+		if _, err := toolbuild.ToolPaths(ctx, os.Stderr, tools...); err != nil {
+			fmt.Fprintln(os.Stderr, "testbin:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	dir, err := toolbuild.EnvtestAssets(ctx, os.Stderr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testbin:", err)
 		os.Exit(1)

@@ -98,26 +98,22 @@ func RunFlux(ctx context.Context, cfg Config) (*FluxResults, error) {
 	return res, nil
 }
 
-// fluxVersions reads the Flux controllers' versions from the wrapper modules that build them.
+// fluxVersions reads the Flux controllers' versions from the wrapper module that builds them.
 func fluxVersions() string {
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		return "source-controller, helm-controller"
 	}
 	var parts []string
-	for _, m := range []struct{ dir, module string }{
-		{"hack/tools/flux-source", "github.com/fluxcd/source-controller"},
-		{"hack/tools/flux-helm", "github.com/fluxcd/helm-controller"},
-	} {
+	gomod, _ := os.ReadFile(filepath.Join(root, testenv.SandboxModule, "go.mod"))
+	for _, module := range []string{"github.com/fluxcd/source-controller", "github.com/fluxcd/helm-controller"} {
 		v := "?"
-		if b, err := os.ReadFile(filepath.Join(root, m.dir, "go.mod")); err == nil {
-			for line := range strings.SplitSeq(string(b), "\n") {
-				if f := strings.Fields(line); len(f) >= 2 && f[0] == m.module {
-					v = f[1]
-				}
+		for line := range strings.SplitSeq(string(gomod), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == module {
+				v = f[1]
 			}
 		}
-		parts = append(parts, m.module[strings.LastIndex(m.module, "/")+1:]+" "+v)
+		parts = append(parts, module[strings.LastIndex(module, "/")+1:]+" "+v)
 	}
 	return strings.Join(parts, ", ")
 }

@@ -2,9 +2,9 @@ package kind
 
 import "github.com/openmcp-project/service-provider-kro/test/testenv"
 
-// The node's Kubernetes binaries come from the wrapper module that builds the tests'
-// kube-apiserver, with the same version stamp: kubeadm checks that kubelet and the
-// control plane agree.
+// The node's Kubernetes binaries come from k8s.io/kubernetes in the wrapper module that
+// builds the tests' kube-apiserver, with the same version stamp: kubeadm checks that
+// kubelet and the control plane agree.
 var (
 	Kubelet   = kubeTool("kubelet")
 	Kubeadm   = kubeTool("kubeadm")
@@ -27,7 +27,8 @@ func kubeTool(name string) testenv.Tool {
 }
 
 // NodeTools lists every binary the node image holds or makes images of, heaviest module
-// first (testenv.ToolPaths builds one module's tools one after another).
+// first (testenv.ToolPaths builds one module's tools in one go build, and CoreDNS and pause
+// beside it).
 func NodeTools() []testenv.Tool {
 	return []testenv.Tool{
 		testenv.KubeAPIServer, testenv.KubeControllerManager, testenv.KubeScheduler, testenv.Kubectl,

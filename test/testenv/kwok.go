@@ -75,10 +75,24 @@ func StartKwokCluster(ctx context.Context, log io.Writer, opts KwokClusterOption
 		return nil, err
 	}
 	configPath := filepath.Join(dir, "kwokctl.yaml")
+	// The controller manager and the scheduler run without leader election: each is the
+	// only one of its cluster, and with it each exits once it cannot renew its lease for
+	// 10 s. A ControlPlane whose API server was stopped that long (StopAPIServer, the fault
+	// specs; longer on a busy machine) came back without them, so no Deployment got pods
+	// and Helm waited out its 5 minute timeout on every install and upgrade there.
 	if err := os.WriteFile(configPath, []byte(`apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokctlConfiguration
 options:
   bindAddress: 127.0.0.1
+componentsPatches:
+- name: kube-controller-manager
+  extraArgs:
+  - key: leader-elect
+    value: "false"
+- name: kube-scheduler
+  extraArgs:
+  - key: leader-elect
+    value: "false"
 `), 0o644); err != nil {
 		return nil, err
 	}

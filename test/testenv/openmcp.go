@@ -18,19 +18,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openmcpinstall "github.com/openmcp-project/openmcp-operator/api/install"
+
+	"github.com/openmcp-project/service-provider-kro/test/toolbuild"
 )
 
 // OpenMCPOperatorVersion is the openmcp-operator release hack/tools/openmcp-operator builds.
-const OpenMCPOperatorVersion = "v1.3.0"
+const OpenMCPOperatorVersion = toolbuild.OpenMCPOperatorVersion
 
 // OpenMCPOperator is openmcp-operator, which deploys service providers (ServiceProvider →
 // init Job → run Deployment), schedules ClusterRequests and runs the ControlPlane
 // controller (`mcp run`).
-var OpenMCPOperator = Tool{
-	Name:      "openmcp-operator",
-	ModuleDir: "hack/tools/openmcp-operator",
-	Package:   "github.com/openmcp-project/openmcp-operator/cmd/openmcp-operator",
-}
+var OpenMCPOperator = toolbuild.OpenMCPOperator
 
 // OpenMCPScheme knows Kubernetes' own kinds, CRDs and every openmcp-operator API (clusters,
 // providers, ControlPlanes). Add nothing to it; NewOpenMCPScheme makes one to extend.

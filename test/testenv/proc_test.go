@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -112,39 +111,4 @@ func TestStopEndsTheProcessGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitGone(t, child)
-}
-
-func TestLockFileExcludes(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "lock")
-	unlockFirst, err := lockFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	second := make(chan func())
-	failed := make(chan error, 1)
-	go func() {
-		unlock, err := lockFile(path)
-		if err != nil {
-			failed <- err
-			return
-		}
-		second <- unlock
-	}()
-	select {
-	case unlock := <-second:
-		unlock()
-		t.Fatal("a second lock was taken while the first was held")
-	case err := <-failed:
-		t.Fatal(err)
-	case <-time.After(200 * time.Millisecond):
-	}
-	unlockFirst()
-	select {
-	case unlock := <-second:
-		unlock()
-	case err := <-failed:
-		t.Fatal(err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the second lock was not taken after the first was released")
-	}
 }

@@ -9,7 +9,7 @@ import (
 	"syscall"
 )
 
-// What differs between platforms in starting and ending processes and in locking files:
+// What differs between platforms in starting and ending processes:
 // Unix (Linux and macOS) here, Windows in proc_windows.go; setDeathSignal and processAlive
 // differ between Linux (proc_linux.go) and the rest (proc_other.go, proc_unix_other.go).
 
@@ -31,15 +31,4 @@ func killPid(pid int) error {
 		return err
 	}
 	return nil
-}
-
-// lockExclusive waits for an exclusive lock on f, which other processes take with it
-// too; it is released by unlock or when f is closed.
-func lockExclusive(f *os.File) error {
-	return syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
-}
-
-// unlock releases the lock that lockExclusive took.
-func unlock(f *os.File) error {
-	return syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 }

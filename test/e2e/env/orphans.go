@@ -78,6 +78,9 @@ type Leftovers struct {
 	// dependents of what Helm installed (a ReplicaSet of kro's Deployment) that the
 	// garbage collector has not removed yet.
 	Kept []Leftover
+	// Deleting counts the Orphaned of the platform cluster that were still being deleted
+	// (a deletion timestamp, a finalizer left) when CheckLeftovers stopped waiting.
+	Deleting int
 	// ControlPlaneChecked is false when the ControlPlane was not looked at (it is gone for
 	// good).
 	ControlPlaneChecked bool
@@ -91,6 +94,9 @@ func (l Leftovers) Names() string {
 	}
 	return strings.Join(parts, "; ")
 }
+
+// deletingGrace is how long CheckLeftovers waits for objects that are being deleted.
+const deletingGrace = 30 * time.Second
 
 // CheckLeftovers lists what the Kros of the ControlPlanes cps (each Kro has its
 // ControlPlane's name and namespace) left behind on the platform cluster and, with
@@ -110,15 +116,34 @@ func (e *Env) CheckLeftovers(ctx context.Context, checkControlPlanes bool, cps .
 		kros[cp.Namespace+"/"+cp.Name] = true
 	}
 
-	// The platform cluster: whatever carries the provider's labels for these Kros.
-	labelled, err := listLabelled(ctx, e.Platform.Config, labelManagedBySelector)
-	if err != nil {
-		return out, fmt.Errorf("platform cluster: %w", err)
-	}
-	for _, o := range labelled {
-		if kros[o.meta.Annotations[v1alpha1.AnnotationKro]] ||
-			kros[o.meta.Labels[v1alpha1.LabelKroNamespace]+"/"+o.meta.Labels[v1alpha1.LabelKroName]] {
-			out.Orphaned = append(out.Orphaned, o.leftover(platformClusterName, "carries the provider's labels for the Kro"))
+	// The platform cluster: whatever carries the provider's labels for these Kros. An
+	// object the provider deleted may still wait for its own controller's finalizer (the
+	// OCIRepository for source-controller's clean-up of its artifact, seconds on a busy
+	// machine): it is on its way out, and only one still there after deletingGrace is
+	// counted as orphaned.
+	deadline := time.Now().Add(deletingGrace)
+	for {
+		labelled, err := listLabelled(ctx, e.Platform.Config, labelManagedBySelector)
+		if err != nil {
+			return out, fmt.Errorf("platform cluster: %w", err)
+		}
+		out.Orphaned, out.Deleting = nil, 0
+		for _, o := range labelled {
+			if kros[o.meta.Annotations[v1alpha1.AnnotationKro]] ||
+				kros[o.meta.Labels[v1alpha1.LabelKroNamespace]+"/"+o.meta.Labels[v1alpha1.LabelKroName]] {
+				out.Orphaned = append(out.Orphaned, o.leftover(platformClusterName, "carries the provider's labels for the Kro"))
+				if o.meta.DeletionTimestamp != nil {
+					out.Deleting++
+				}
+			}
+		}
+		if out.Deleting == 0 || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return out, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
 		}
 	}
 	if !checkControlPlanes {

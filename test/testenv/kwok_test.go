@@ -1,0 +1,68 @@
+//go:build e2e
+
+package testenv
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// TestKwokClusterOutlivesItsAPIServer stops a kwok cluster's API server for longer than a
+// leader's lease (15 s) and starts it again: a Deployment made afterwards still gets its
+// pods and becomes available. With leader election the controller manager and the
+// scheduler exited during the outage, and Deployments made after it never became
+// available (Helm then waited out its 5 minute timeout in the fault specs).
+func TestKwokClusterOutlivesItsAPIServer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	kc, err := StartKwokCluster(ctx, testLog{t}, KwokClusterOptions{Name: "outage", Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = kc.Stop() })
+
+	if err := kc.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(25 * time.Second) // past kube-controller-manager's and kube-scheduler's 10 s renew deadline
+	if err := kc.StartAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	labels := map[string]string{"app": "after-outage"}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "after-outage", Namespace: "default"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "example.com/none:1"}}},
+			},
+		},
+	}
+	if err := kc.Client.Create(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		got := &appsv1.Deployment{}
+		if err := kc.Client.Get(ctx, client.ObjectKeyFromObject(d), got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.AvailableReplicas == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the Deployment made after the API server's outage has %d of 1 replicas available after 2 minutes: the controller manager or the scheduler did not outlive the outage (logs in %s)", got.Status.AvailableReplicas, kc.LogDir())
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}

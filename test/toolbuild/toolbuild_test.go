@@ -1,0 +1,104 @@
+package toolbuild
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestBinaryName(t *testing.T) {
+	for _, c := range []struct {
+		tool Tool
+		want string
+	}{
+		{KubeAPIServer, "kube-apiserver"},
+		{Etcd, "server"}, // .../server/v3: go build names it after the element before the major version
+		{KroController, "controller"},
+		{Helm, "helm"}, // helm.sh/helm/v4/cmd/helm
+		{Registry, "registry"},
+		{Tool{ModuleDir: "hack/tools/pause", Package: "."}, "pause"},
+		{Tool{Package: "example.com/v2"}, "example.com"},
+		{Tool{Package: "example.com/tool/v"}, "v"},
+	} {
+		got := c.tool.binaryName()
+		got = strings.TrimSuffix(got, ".exe")
+		if got != c.want {
+			t.Errorf("binaryName of %q = %q, want %q", c.tool.Package, got, c.want)
+		}
+	}
+}
+
+// TestSandboxToolsShareOneModule keeps the sandbox's commands in one wrapper module: that is
+// what makes their shared packages compile once.
+func TestSandboxToolsShareOneModule(t *testing.T) {
+	for _, tool := range SandboxTools() {
+		if tool.ModuleDir != SandboxModule {
+			t.Errorf("%s comes from %s, not from %s", tool.Name, tool.ModuleDir, SandboxModule)
+		}
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gomod, err := os.ReadFile(filepath.Join(root, SandboxModule, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range SandboxTools() {
+		if !bytes.Contains(gomod, []byte("\t"+tool.Package+"\n")) {
+			t.Errorf("%s: %s is not a tool of %s/go.mod", tool.Name, tool.Package, SandboxModule)
+		}
+	}
+}
+
+// TestBuildModuleBuildsOnceAndCaches builds a small wrapper module's tool (the kind node's
+// pause) under a name of its own: the first call builds it under its key, the second finds
+// it without building, and the binary runs.
+func TestBuildModuleBuildsOnceAndCaches(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool := Tool{Name: "pause-toolbuild-test", ModuleDir: "hack/tools/pause", Package: "."}
+	bin, err := tool.cached(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Dir(bin)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(filepath.Dir(bin)) })
+
+	var log bytes.Buffer
+	paths, err := ToolPaths(ctx, &log, tool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if paths[tool.Name] != bin || !IsExecutable(bin) {
+		t.Fatalf("got %q (executable: %v), want the executable %q", paths[tool.Name], IsExecutable(paths[tool.Name]), bin)
+	}
+	if !strings.Contains(log.String(), "building pause-toolbuild-test from hack/tools/pause") {
+		t.Errorf("the first call did not say it built the tool:\n%s", log.String())
+	}
+	log.Reset()
+	if p, err := tool.Path(ctx, &log); err != nil || p != bin {
+		t.Fatalf("second call: %q, %v", p, err)
+	}
+	if log.Len() != 0 {
+		t.Errorf("the second call built again:\n%s", log.String())
+	}
+	// pause waits for a signal: it starts, and is killed.
+	cmd := exec.CommandContext(ctx, bin)
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("the built binary does not start: %v", err)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+}
