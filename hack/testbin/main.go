@@ -1,5 +1,5 @@
 // Command testbin provides the binaries the tests run against, built from the Go module
-// proxy once and cached under .cache/ (test/toolbuild). It imports the standard library
+// proxy once and cached in ~/.cache/service-provider-kro/tools (test/toolbuild.ToolsDir). It imports the standard library
 // only, so that it starts in seconds and its builds (downloads included) run beside the
 // compilation of the tests or of the sandbox (Taskfile.yaml).
 //

@@ -29,6 +29,7 @@ var _ = Describe("kro's drift on a ControlPlane", Ordered, func() {
 	var cp *env.ControlPlane
 
 	BeforeAll(func() {
+		useSharedEnv()
 		added, err := e.AddControlPlanes(suiteCtx, env.ControlPlaneRef{Name: "drift", Namespace: "drift"})
 		Expect(err).NotTo(HaveOccurred())
 		cp = added[0]
@@ -58,8 +59,8 @@ var _ = Describe("kro's drift on a ControlPlane", Ordered, func() {
 		reported := time.Since(deleted)
 		expectKroBack(cp)
 		back := time.Since(deleted)
-		timings = append(timings, timing{"drift: kro's Deployment deleted → Kro reports it", reported},
-			timing{"drift: kro's Deployment deleted → Kro Ready again", back})
+		recordTiming("drift: kro's Deployment deleted → Kro reports it", reported)
+		recordTiming("drift: kro's Deployment deleted → Kro Ready again", back)
 		fmt.Fprintf(GinkgoWriter, "deleted kro's Deployment: reported after %s, back and Ready after %s\n", reported.Round(100*time.Millisecond), back.Round(100*time.Millisecond))
 	})
 
@@ -70,8 +71,8 @@ var _ = Describe("kro's drift on a ControlPlane", Ordered, func() {
 		expectKroUnavailable(cp, "scaled to 0 replicas")
 		reported := time.Since(scaled)
 		expectKroBack(cp)
-		timings = append(timings, timing{"drift: kro scaled to 0 → Kro reports it", reported},
-			timing{"drift: kro scaled to 0 → Kro Ready again", time.Since(scaled)})
+		recordTiming("drift: kro scaled to 0 → Kro reports it", reported)
+		recordTiming("drift: kro scaled to 0 → Kro Ready again", time.Since(scaled))
 	})
 })
 

@@ -48,16 +48,26 @@ func backendLabelFilter(backend env.Backend, filter string) string {
 }
 
 var (
+	// e is the environment the unlabelled specs share; useSharedEnv starts it, once per
+	// test process, when the first of them runs. The labelled containers start their own.
 	e        *env.Env
-	logDir   string
-	timings  []timing
+	eErr     error
+	backend  env.Backend
+	runDir   string // the run's log folder, shared by every parallel process
+	logDir   string // this process's log folder: runDir, or a folder of its own under it
 	suiteCtx context.Context
 	cancel   context.CancelFunc
 )
 
-type timing struct {
-	stage string
-	d     time.Duration
+// timingEntry prefixes the report entries that hold a stage's time.
+const timingEntry = "timing: "
+
+// recordTiming keeps how long a stage took for the timing summary at the suite's end. It
+// is a report entry of the running spec, so that the summary holds the stages of every
+// parallel process (ginkgo -p).
+func recordTiming(stage string, d time.Duration) {
+	AddReportEntry(timingEntry+stage, d.Round(100*time.Millisecond).String(), ReportEntryVisibilityNever)
+	fmt.Fprintf(GinkgoWriter, "timing: %s took %s\n", stage, d.Round(100*time.Millisecond))
 }
 
 // measure records how long a stage of the lifecycle took, for the timing summary.
@@ -65,56 +75,82 @@ func measure(stage string, f func()) {
 	GinkgoHelper()
 	start := time.Now()
 	f()
-	timings = append(timings, timing{stage, time.Since(start)})
-	fmt.Fprintf(GinkgoWriter, "timing: %s took %s\n", stage, time.Since(start).Round(100*time.Millisecond))
+	recordTiming(stage, time.Since(start))
 }
 
-var _ = BeforeSuite(func() {
-	suiteCtx, cancel = context.WithTimeout(context.Background(), 50*time.Minute)
-	backend, err := env.BackendFromEnvironment()
-	Expect(err).NotTo(HaveOccurred())
+// The first process makes the run's log folder; with parallel processes (ginkgo -p) each
+// logs into a folder of its own under it, so that the kept logs of a failed run are all
+// in one place.
+var _ = SynchronizedBeforeSuite(func() []byte {
+	var dir string
+	var err error
 	if base := os.Getenv("TESTENV_LOG_DIR"); base != "" {
 		Expect(os.MkdirAll(base, 0o755)).To(Succeed())
-		logDir, err = os.MkdirTemp(base, "e2e-")
+		dir, err = os.MkdirTemp(base, "e2e-")
 	} else {
-		logDir, err = os.MkdirTemp("", "kro-e2e-")
+		dir, err = os.MkdirTemp("", "kro-e2e-")
 	}
 	Expect(err).NotTo(HaveOccurred())
+	return []byte(dir)
+}, func(dir []byte) {
+	suiteCtx, cancel = context.WithTimeout(context.Background(), 50*time.Minute)
+	DeferCleanup(func() { cancel() })
+	var err error
+	backend, err = env.BackendFromEnvironment()
+	Expect(err).NotTo(HaveOccurred())
+	runDir, logDir = string(dir), string(dir)
+	if suiteConfig, _ := GinkgoConfiguration(); suiteConfig.ParallelTotal > 1 {
+		logDir = filepath.Join(runDir, fmt.Sprintf("process-%d", GinkgoParallelProcess()))
+		Expect(os.MkdirAll(logDir, 0o755)).To(Succeed())
+	}
 	fmt.Fprintf(GinkgoWriter, "backend %s; processes log into %s\n", backend, logDir)
-	if backend == env.BackendKind || !Label().MatchesLabelFilter(GinkgoLabelFilter()) {
-		// Only the lifecycle specs, which carry no label, use the shared environment; the
-		// labelled containers (openmcp, faults, kind) start environments of their own.
-		fmt.Fprintf(GinkgoWriter, "the label filter %q leaves out the lifecycle specs: the shared environment is not started\n", GinkgoLabelFilter())
-		DeferCleanup(cancel)
-		return
-	}
-
-	start := time.Now()
-	e, err = env.Start(suiteCtx, env.Options{Dir: logDir, Log: GinkgoWriter, Backend: backend})
-	DeferCleanup(func() {
-		if err := e.Stop(); err != nil {
-			fmt.Fprintf(GinkgoWriter, "stopping the environment: %v\n", err)
-		}
-		cancel()
-	})
-	Expect(err).NotTo(HaveOccurred())
-	for _, t := range e.Timings {
-		timings = append(timings, timing{"bring-up: " + t.Step, t.Duration})
-	}
-	timings = append(timings, timing{"bring-up (total)", time.Since(start)})
 })
 
+// useSharedEnv starts the shared environment unless this process has it already; the
+// containers of the unlabelled specs call it first thing. A start that failed is not
+// tried again: every container that needs it fails with the same error.
+func useSharedEnv() {
+	GinkgoHelper()
+	if e == nil && eErr == nil {
+		start := time.Now()
+		e, eErr = env.Start(suiteCtx, env.Options{Dir: logDir, Log: GinkgoWriter, Backend: backend})
+		if eErr == nil {
+			for _, t := range e.Timings {
+				recordTiming("bring-up: "+t.Step, t.Duration)
+			}
+			recordTiming("bring-up (total)", time.Since(start))
+		}
+	}
+	Expect(eErr).NotTo(HaveOccurred(), "starting the shared environment")
+}
+
+// releaseSharedEnv stops the shared environment, if this process started it; a container
+// that needs it afterwards starts it again.
+func releaseSharedEnv() {
+	if err := e.Stop(); err != nil {
+		fmt.Fprintf(GinkgoWriter, "stopping the environment: %v\n", err)
+	}
+	e, eErr = nil, nil
+}
+
+var _ = AfterSuite(releaseSharedEnv)
+
 var _ = ReportAfterSuite("timings", func(r Report) {
-	// Printed to stdout, so that it shows in every run's output.
+	// Printed to stdout, so that it shows in every run's output. With parallel processes
+	// this runs on the first, after every process has finished, with all their specs.
 	fmt.Println("e2e timings:")
-	for _, t := range timings {
-		fmt.Printf("  %-44s %s\n", t.stage, t.d.Round(100*time.Millisecond))
+	for _, s := range r.SpecReports {
+		for _, entry := range s.ReportEntries {
+			if stage, ok := strings.CutPrefix(entry.Name, timingEntry); ok {
+				fmt.Printf("  %-44s %s\n", stage, entry.StringRepresentation())
+			}
+		}
 	}
 	if !r.SuiteSucceeded {
-		fmt.Printf("the logs of every process are kept in %s\n", logDir)
+		fmt.Printf("the logs of every process are kept in %s\n", runDir)
 		writeFailureDigest(r)
-	} else if logDir != "" && os.Getenv("TESTENV_LOG_DIR") == "" {
-		_ = os.RemoveAll(filepath.Clean(logDir))
+	} else if runDir != "" && os.Getenv("TESTENV_LOG_DIR") == "" {
+		_ = os.RemoveAll(filepath.Clean(runDir))
 	}
 })
 

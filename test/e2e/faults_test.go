@@ -42,8 +42,11 @@ var loadKros = max(envInt("FAULTS_KROS", 20), 2)
 var fe *env.Env // the faults environment
 
 // ContinueOnFailure: every fault gets its row, also when an earlier one failed; each spec
-// starts from no Kro on its ControlPlane, and ends there unless it failed.
-var _ = Describe("faults", Ordered, ContinueOnFailure, Label("faults"), func() {
+// starts from no Kro on its ControlPlane, and ends there unless it failed. Serial: with
+// parallel processes it runs alone, after every other container; its 20 installs at once
+// bring up 18 more kwok ControlPlanes, and beside another container's environment that
+// pushed two cores to a load of 55 and stalled both (2026-12-07).
+var _ = Describe("faults", Ordered, ContinueOnFailure, Label("faults"), Serial, func() {
 	var a, b *env.ControlPlane // a serves most faults; b is given up for good at the end
 	cpA := func() *env.ControlPlane { return a }
 	cpB := func() *env.ControlPlane { return b }
@@ -54,6 +57,7 @@ var _ = Describe("faults", Ordered, ContinueOnFailure, Label("faults"), func() {
 		if backend != env.BackendProcess {
 			Skip("the fault suite stops and starts API servers, which only the process backend can")
 		}
+		releaseSharedEnv() // every container that used it has run (Serial)
 		report.started = time.Now()
 		report.load.start()
 		fe, err = env.Start(suiteCtx, env.Options{
@@ -69,10 +73,11 @@ var _ = Describe("faults", Ordered, ContinueOnFailure, Label("faults"), func() {
 			report.teardown = time.Since(start)
 			report.finished = time.Now()
 			report.load.end()
+			keepReport()
 		})
 		Expect(err).NotTo(HaveOccurred())
 		report.bringUp = time.Since(report.started)
-		timings = append(timings, timing{"faults: bring-up", report.bringUp})
+		recordTiming("faults: bring-up", report.bringUp)
 		a, b = fe.ControlPlane("fault-a"), fe.ControlPlane("fault-b")
 		for _, ns := range []string{a.Namespace, b.Namespace, loadNamespace} {
 			Expect(fe.Onboarding.Client.Create(suiteCtx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())

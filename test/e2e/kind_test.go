@@ -68,7 +68,7 @@ var _ = Describe("on kind clusters", Ordered, Label("kind"), func() {
 		DeferCleanup(func() { Expect(ke.Stop()).To(Succeed()) })
 		Expect(err).NotTo(HaveOccurred())
 		for _, t := range ke.Timings {
-			timings = append(timings, timing{"kind bring-up: " + t.Step, t.Duration})
+			recordTiming("kind bring-up: "+t.Step, t.Duration)
 		}
 		fe = ke
 		cp1, cp2 = ke.ControlPlane("cp-1"), ke.ControlPlane("cp-2")

@@ -145,6 +145,7 @@ var _ = Describe("the Kro lifecycle on two ControlPlanes at once", Ordered, func
 	var cps []*env.ControlPlane
 
 	BeforeAll(func() {
+		useSharedEnv()
 		cps = []*env.ControlPlane{e.ControlPlane("cp-1"), e.ControlPlane("cp-2")}
 		Expect(cps).NotTo(ContainElement(BeNil()))
 	})

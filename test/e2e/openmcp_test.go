@@ -37,7 +37,7 @@ import (
 // The openmcp spec runs the provider the way OpenControlPlane does: openmcp-operator
 // v1.3.0 deploys it from its image, the test plays only a cluster provider and a kubelet
 // (see env.StartOpenMCP). It has an environment of its own.
-var _ = Describe("under openmcp-operator", Ordered, Label("openmcp"), func() {
+var _ = Describe("under openmcp-operator", Ordered, Label("openmcp"), SpecPriority(1), func() { // the longest but the faults: started first
 	const (
 		providerName = "kro"
 		cpName       = "mcp-1"
@@ -73,9 +73,9 @@ var _ = Describe("under openmcp-operator", Ordered, Label("openmcp"), func() {
 		})
 		Expect(err).NotTo(HaveOccurred())
 		for _, t := range om.Timings {
-			timings = append(timings, timing{"openmcp bring-up: " + t.Step, t.Duration})
+			recordTiming("openmcp bring-up: "+t.Step, t.Duration)
 		}
-		timings = append(timings, timing{"openmcp bring-up (total)", time.Since(start)})
+		recordTiming("openmcp bring-up (total)", time.Since(start))
 		scheme := testenv.NewOpenMCPScheme()
 		Expect(v1alpha1.AddToScheme(scheme)).To(Succeed())
 		Expect(helmv2.AddToScheme(scheme)).To(Succeed())

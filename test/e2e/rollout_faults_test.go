@@ -72,7 +72,7 @@ func pausedRolloutSpecs(k rolloutKit) {
 			return time.Now().After(quietUntil)
 		})
 		fmt.Fprintf(GinkgoWriter, "rollout: the wiped status was rebuilt, paused, after %s\n", rebuilt.Round(10*time.Millisecond))
-		timings = append(timings, timing{"rollout: wiped status rebuilt", rebuilt})
+		recordTiming("rollout: wiped status rebuilt", rebuilt)
 	})
 }
 
@@ -202,7 +202,7 @@ func startRolloutEnv(dir, what string, refs []env.ControlPlaneRef, with ...func(
 		}
 	})
 	Expect(err).NotTo(HaveOccurred())
-	timings = append(timings, timing{what + ": bring-up", time.Since(start)})
+	recordTiming(what+": bring-up", time.Since(start))
 	return se
 }
 

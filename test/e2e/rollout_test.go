@@ -313,7 +313,7 @@ var _ = Describe("rollout of a version's changed artifacts", Ordered, Label("rol
 		for i, cp := range cps {
 			fmt.Fprintf(GinkgoWriter, "rollout: %s got the new values after %s, Ready with them after %s\n", cp.Name,
 				changedAt[i].Round(100*time.Millisecond), readyAt[i].Round(100*time.Millisecond))
-			timings = append(timings, timing{"rollout: " + cp.Name + " Ready with the new values", readyAt[i]})
+			recordTiming("rollout: "+cp.Name+" Ready with the new values", readyAt[i])
 		}
 		By("the HelmReleases changed in name order, each after the one before was Ready with the new revision")
 		for i := 1; i < n; i++ {

@@ -80,7 +80,7 @@ var _ = Describe("sharded replicas", Ordered, Label("sharding"), func() {
 		r0 = se.MetricsURL()
 		r1, err = se.StartReplica(suiteCtx, "replica-1")
 		Expect(err).NotTo(HaveOccurred())
-		timings = append(timings, timing{"sharding: bring-up", time.Since(start)})
+		recordTiming("sharding: bring-up", time.Since(start))
 		a, b = se.ControlPlane(refs[0].Name), se.ControlPlane(refs[1].Name)
 		for _, cp := range []*env.ControlPlane{a, b} {
 			Expect(se.Onboarding.Client.Create(suiteCtx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: cp.Namespace}})).To(Succeed())
@@ -117,7 +117,8 @@ var _ = Describe("sharded replicas", Ordered, Label("sharding"), func() {
 		eventually(4*time.Minute, func(g Gomega) { expectReadyIn(g, b, "0.9.4") })
 		upgraded := time.Since(killed)
 		fmt.Fprintf(GinkgoWriter, "sharding: after SIGKILL (Lease %s), engaged by the other after %s, upgraded after %s\n", shardLease, engaged, upgraded)
-		timings = append(timings, timing{"sharding: SIGKILL, taken over", engaged}, timing{"sharding: SIGKILL, upgrade done", upgraded})
+		recordTiming("sharding: SIGKILL, taken over", engaged)
+		recordTiming("sharding: SIGKILL, upgrade done", upgraded)
 		Expect(metric(r0, "service_provider_kro_shard_owned_controlplanes")()).To(BeEquivalentTo(2))
 	})
 
@@ -138,7 +139,7 @@ var _ = Describe("sharded replicas", Ordered, Label("sharding"), func() {
 		Eventually(metric(r0, `service_provider_kro_controlplanes{phase="Engaged"}`)).WithTimeout(time.Minute).WithPolling(100 * time.Millisecond).
 			Should(BeEquivalentTo(2))
 		fmt.Fprintf(GinkgoWriter, "sharding: after SIGTERM, engaged by the other after %s\n", time.Since(stopped))
-		timings = append(timings, timing{"sharding: SIGTERM, taken over", time.Since(stopped)})
+		recordTiming("sharding: SIGTERM, taken over", time.Since(stopped))
 	})
 
 	It("deletes both Kros, one of them moved, leaving nothing behind", func() {

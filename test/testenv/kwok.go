@@ -54,6 +54,8 @@ type KwokCluster struct {
 	workdir  string
 	stopOnce sync.Once
 	stopErr  error
+	// releasePort gives the API server's port back once the cluster is deleted.
+	releasePort func()
 }
 
 // StartKwokCluster builds (once) kwokctl, kwok and the Kubernetes binaries and creates
@@ -74,6 +76,36 @@ func StartKwokCluster(ctx context.Context, log io.Writer, opts KwokClusterOption
 	if err := os.MkdirAll(workdir, 0o755); err != nil {
 		return nil, err
 	}
+	c := &KwokCluster{
+		Name:    opts.Name,
+		kwokctl: paths[Kwokctl.Name],
+		kubecfg: filepath.Join(dir, opts.Name+".kubeconfig"),
+		workdir: workdir,
+		env: []string{
+			"KWOK_WORKDIR=" + workdir,
+			"KWOK_KUBECTL_BINARY=" + paths[Kubectl.Name],
+			"HOME=" + dir,
+		},
+	}
+	// kwokctl picks its ports by looking for free ones: create one cluster at a time on
+	// this machine (also across test processes and checkouts) so that two never pick the same.
+	cacheDir, err := ToolsDir()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
+		return nil, err
+	}
+	unlock, err := lockFile(filepath.Join(cacheDir, "kwokctl-create.lock"))
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	port, release, err := reserveAPIServerPort(cacheDir)
+	if err != nil {
+		return nil, err
+	}
+	c.releasePort = release
 	configPath := filepath.Join(dir, "kwokctl.yaml")
 	// The controller manager and the scheduler run without leader election: each is the
 	// only one of its cluster, and with it each exits once it cannot renew its lease for
@@ -94,38 +126,15 @@ componentsPatches:
   - key: leader-elect
     value: "false"
 `), 0o644); err != nil {
+		_ = c.Stop()
 		return nil, err
 	}
-	c := &KwokCluster{
-		Name:    opts.Name,
-		kwokctl: paths[Kwokctl.Name],
-		kubecfg: filepath.Join(dir, opts.Name+".kubeconfig"),
-		workdir: workdir,
-		env: []string{
-			"KWOK_WORKDIR=" + workdir,
-			"KWOK_KUBECTL_BINARY=" + paths[Kubectl.Name],
-			"HOME=" + dir,
-		},
-	}
-	// kwokctl picks its ports by looking for free ones: create one cluster at a time on
-	// this machine (also across test processes) so that two never pick the same.
-	cacheDir, err := CacheDir()
-	if err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
-		return nil, err
-	}
-	unlock, err := lockFile(filepath.Join(cacheDir, "kwokctl-create.lock"))
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
 	start := time.Now()
 	_, err = runCommand(c.env, dir, c.kwokctl, "create", "cluster",
 		"--name", opts.Name,
 		"--config", configPath,
 		"--runtime", "binary",
+		"--kube-apiserver-port", strconv.Itoa(port), // reserved here: reserveAPIServerPort
 		"--kubeconfig", c.kubecfg,
 		"--kube-apiserver-binary", paths[KubeAPIServer.Name],
 		"--kube-controller-manager-binary", paths[KubeControllerManager.Name],
@@ -183,7 +192,12 @@ func (c *KwokCluster) Stop() error {
 	if c == nil {
 		return nil
 	}
-	c.stopOnce.Do(func() { c.stopErr = c.stop() })
+	c.stopOnce.Do(func() {
+		c.stopErr = c.stop()
+		if c.releasePort != nil {
+			c.releasePort()
+		}
+	})
 	return c.stopErr
 }
 

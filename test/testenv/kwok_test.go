@@ -18,7 +18,10 @@ import (
 // leader's lease (15 s) and starts it again: a Deployment made afterwards still gets its
 // pods and becomes available. With leader election the controller manager and the
 // scheduler exited during the outage, and Deployments made after it never became
-// available (Helm then waited out its 5 minute timeout in the fault specs).
+// available (Helm then waited out its 5 minute timeout in the fault specs). A cluster
+// created while the API server is down does not take its port (kwokctl picked the first
+// free one, so it did, and the first cluster came back as "server gave HTTP response to
+// HTTPS client").
 func TestKwokClusterOutlivesItsAPIServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -31,7 +34,17 @@ func TestKwokClusterOutlivesItsAPIServer(t *testing.T) {
 	if err := kc.StopAPIServer(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(25 * time.Second) // past kube-controller-manager's and kube-scheduler's 10 s renew deadline
+	stopped := time.Now()
+	other, err := StartKwokCluster(ctx, testLog{t}, KwokClusterOptions{Name: "during-outage", Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.Stop() })
+	if other.Config.Host == kc.Config.Host {
+		t.Fatalf("the cluster created during the outage took the stopped API server's address %s", kc.Config.Host)
+	}
+	// past kube-controller-manager's and kube-scheduler's 10 s renew deadline
+	time.Sleep(25*time.Second - time.Since(stopped))
 	if err := kc.StartAPIServer(ctx); err != nil {
 		t.Fatal(err)
 	}

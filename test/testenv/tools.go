@@ -65,6 +65,14 @@ func RepoRoot() (string, error) { return toolbuild.RepoRoot() }
 // CacheDir is the git-ignored folder where built binaries are kept.
 func CacheDir() (string, error) { return toolbuild.CacheDir() }
 
+// ToolsDir is the folder, shared by every checkout on the machine, where built tools and
+// the locks around them are kept.
+func ToolsDir() (string, error) { return toolbuild.ToolsDir() }
+
 func isExecutable(path string) bool { return toolbuild.IsExecutable(path) }
 
 func lockFile(path string) (func(), error) { return toolbuild.LockFile(path) }
+
+// LockFile takes an exclusive lock on the file at path, which holds across processes (the
+// parallel processes of the e2e suite); call the function it returns to release it.
+func LockFile(path string) (func(), error) { return toolbuild.LockFile(path) }

@@ -1,7 +1,7 @@
 // Package toolbuild provides the binaries the tests and the sandbox run (kube-apiserver,
 // etcd, Flux's controllers, kro, ...): built once from the Go module proxy through the
-// wrapper modules under hack/tools/ and cached under .cache/ at the repository root,
-// keyed by a hash of the wrapper module. It uses the standard library only, so that a
+// wrapper modules under hack/tools/ and cached in ToolsDir (the user's cache folder, so
+// that every checkout on a machine shares them), keyed by a hash of the wrapper module. It uses the standard library only, so that a
 // command can start the builds (and their downloads) at once, beside the compilation of
 // everything else (Taskfile.yaml, task up). test/testenv re-exports it.
 //
@@ -72,6 +72,30 @@ func CacheDir() (string, error) {
 	return filepath.Join(root, ".cache"), nil
 }
 
+// ToolsDirEnv names the variable that overrides ToolsDir.
+const ToolsDirEnv = "TESTENV_TOOLS_DIR"
+
+// ToolsDir is the folder where built tools are kept: TESTENV_TOOLS_DIR, or
+// service-provider-kro/tools in the user's cache folder (~/.cache on Linux), or .cache/tools
+// in the repository where there is none. It is shared by every checkout on the machine: a
+// tool's key names everything that decides its binary, so a fresh clone (CI's, a second
+// worktree) finds the tools an earlier one built instead of linking them again. The locks
+// that keep two processes from building the same module, or kwokctl from picking the same
+// ports twice, live there too, so they hold across checkouts.
+func ToolsDir() (string, error) {
+	if dir := os.Getenv(ToolsDirEnv); dir != "" {
+		return filepath.Abs(dir)
+	}
+	if base, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(base, "service-provider-kro", "tools"), nil
+	}
+	cache, err := CacheDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(cache, "tools"), nil
+}
+
 // buildFlags are the linker flags of every tool besides its own: no symbol table and no
 // DWARF, which the tests never read and which cost the linker a quarter of its time on
 // the largest binaries (docs/measurements/builds.md).
@@ -106,7 +130,11 @@ func (t Tool) cached(root string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return filepath.Join(root, ".cache", "bin", t.Name+"-"+key, t.Name), nil
+	dir, err := ToolsDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "bin", t.Name+"-"+key, t.Name), nil
 }
 
 // Path returns the tool's binary, building it once; later calls find it in the cache.
@@ -148,7 +176,11 @@ func buildModule(ctx context.Context, log io.Writer, tools []Tool) (map[string]s
 		return paths, err
 	}
 	moduleDir := tools[0].ModuleDir
-	binDir := filepath.Join(root, ".cache", "bin")
+	toolsDir, err := ToolsDir()
+	if err != nil {
+		return nil, err
+	}
+	binDir := filepath.Join(toolsDir, "bin")
 	if err := os.MkdirAll(binDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -257,7 +289,11 @@ func EnvtestAssets(ctx context.Context, log io.Writer) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	dir := filepath.Join(root, ".cache", "envtest", apiKey+"-"+etcdKey)
+	toolsDir, err := ToolsDir()
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(toolsDir, "envtest", apiKey+"-"+etcdKey)
 	if IsExecutable(filepath.Join(dir, "kube-apiserver")) && IsExecutable(filepath.Join(dir, "etcd")) {
 		return dir, nil
 	}
@@ -290,9 +326,13 @@ func EnvtestAssets(ctx context.Context, log io.Writer) (string, error) {
 func setupEnvtest(ctx context.Context, root string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
+	toolsDir, err := ToolsDir()
+	if err != nil {
+		return "", err
+	}
 	minor := strings.Join(strings.SplitN(strings.TrimPrefix(KubernetesVersion, "v"), ".", 3)[:2], ".")
 	cmd := exec.CommandContext(ctx, "go", "tool", "-modfile=hack/tools/dev/go.mod", "setup-envtest",
-		"use", minor+".x", "--bin-dir", filepath.Join(root, ".cache", "setup-envtest"), "-p", "path")
+		"use", minor+".x", "--bin-dir", filepath.Join(toolsDir, "setup-envtest"), "-p", "path")
 	cmd.Dir = root
 	out, err := cmd.Output()
 	if err != nil {

@@ -57,8 +57,8 @@ func TestSandboxToolsShareOneModule(t *testing.T) {
 }
 
 // TestBuildModuleBuildsOnceAndCaches builds a small wrapper module's tool (the kind node's
-// pause) under a name of its own: the first call builds it under its key, the second finds
-// it without building, and the binary runs.
+// pause) into a tools folder of its own (TESTENV_TOOLS_DIR): the first call builds it under
+// its key there, the second finds it without building, and the binary runs.
 func TestBuildModuleBuildsOnceAndCaches(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -66,15 +66,16 @@ func TestBuildModuleBuildsOnceAndCaches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	toolsDir := t.TempDir()
+	t.Setenv(ToolsDirEnv, toolsDir)
 	tool := Tool{Name: "pause-toolbuild-test", ModuleDir: "hack/tools/pause", Package: "."}
 	bin, err := tool.cached(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.RemoveAll(filepath.Dir(bin)); err != nil {
-		t.Fatal(err)
+	if !strings.HasPrefix(bin, toolsDir+string(os.PathSeparator)) {
+		t.Fatalf("the tool is kept at %s, outside %s=%s", bin, ToolsDirEnv, toolsDir)
 	}
-	t.Cleanup(func() { _ = os.RemoveAll(filepath.Dir(bin)) })
 
 	var log bytes.Buffer
 	paths, err := ToolPaths(ctx, &log, tool)

@@ -81,6 +81,16 @@ func buildProvider(ctx context.Context, log io.Writer, out string, extraEnv ...s
 		return "", err
 	}
 	out = filepath.Join(root, out)
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return "", err
+	}
+	// The parallel processes of the suite build the same binary: one at a time, so that
+	// none runs it while another writes it.
+	unlock, err := testenv.LockFile(out + ".lock")
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
 	start := time.Now()
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/service-provider-kro")
 	cmd.Dir = root

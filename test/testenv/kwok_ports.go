@@ -1,0 +1,76 @@
+package testenv
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// The API server ports of kwok clusters are handed out here, not by kwokctl. kwokctl takes
+// the first port it finds free counting down from 32767, in every run afresh. A fault spec
+// stops a ControlPlane's API server for half a minute and starts it again on the same port
+// (StopAPIServer, StartAPIServer); meanwhile that port is free, and the next cluster that
+// kwokctl made, in this process or in a parallel one, took it. The ControlPlane came back
+// as "server gave HTTP response to HTTPS client", or not at all.
+//
+// A reservation is a file named after the port in a folder the whole machine shares
+// (ToolsDir), holding the pid of the process that owns the cluster; it lasts until the
+// cluster is deleted, whether its API server runs or not. A reservation whose process is
+// gone is taken over. Ports come from kwokPortRange, below kwokctl's own (which counts down
+// from 32767 for etcd and the controllers) and below the kernel's ephemeral ports (32768
+// and up on Linux), which every ":0" listener of the tests takes.
+var kwokPortRange = [2]int{20000, 30000}
+
+// reserveAPIServerPort reserves a free port for a kwok cluster's API server; release gives
+// it back. Callers hold the kwokctl create lock, so reservations do not race each other.
+func reserveAPIServerPort(dir string) (port int, release func(), err error) {
+	dir = filepath.Join(dir, "kwok-ports")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return 0, nil, err
+	}
+	span := kwokPortRange[1] - kwokPortRange[0]
+	first := rand.IntN(span)
+	for i := range span {
+		p := kwokPortRange[0] + (first+i)%span
+		file := filepath.Join(dir, strconv.Itoa(p))
+		if reservedByLiveProcess(file) || !portFree(p) {
+			continue
+		}
+		if err := os.WriteFile(file, []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+			return 0, nil, err
+		}
+		return p, func() { _ = os.Remove(file) }, nil
+	}
+	return 0, nil, fmt.Errorf("no free port for a kwok API server in [%d, %d)", kwokPortRange[0], kwokPortRange[1])
+}
+
+// reservedByLiveProcess says whether the reservation file names a process that still runs.
+func reservedByLiveProcess(file string) bool {
+	data, err := os.ReadFile(file)
+	if errors.Is(err, os.ErrNotExist) {
+		return false
+	}
+	pid, perr := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || perr != nil || pid <= 0 {
+		return true // unreadable: leave it alone
+	}
+	return processAlive(pid)
+}
+
+// portFree says whether nothing listens on the port, on loopback and on every address
+// (kwokctl's own test).
+func portFree(port int) bool {
+	for _, host := range []string{"127.0.0.1", ""} {
+		l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+		if err != nil {
+			return false
+		}
+		_ = l.Close()
+	}
+	return true
+}
