@@ -157,6 +157,10 @@ componentsPatches:
 			return nil, fmt.Errorf("creating a fake node in %s: %w", opts.Name, err)
 		}
 	}
+	if err := c.restartExited(ctx, log); err != nil {
+		_ = c.Stop()
+		return nil, err
+	}
 	fmt.Fprintf(log, "testenv: kwok cluster %s at %s ready in %s\n", opts.Name, c.Config.Host, time.Since(start).Round(100*time.Millisecond))
 	return c, nil
 }
@@ -269,7 +273,7 @@ func (c *KwokCluster) StartAPIServer(ctx context.Context) error {
 	for {
 		_, err := c.discovery().ServerVersion()
 		if err == nil {
-			return nil
+			return c.restartExited(ctx, io.Discard)
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("kwok cluster %s does not answer after its API server was started: %w", c.Name, err)
@@ -327,4 +331,33 @@ func FakeNode(name string) *corev1.Node {
 			Capacity:    capacity,
 		},
 	}
+}
+
+// restartExited starts again the components of the cluster that have exited. kwokctl
+// starts each once and watches none: on a busy machine kube-controller-manager gave up
+// waiting for its API server to become healthy and exited at start ("failed to wait for
+// apiserver being healthy"), and the cluster stayed without it, so no Deployment got pods
+// and Helm waited out its timeout (the fault of 20 installs at once, 2026-12-07).
+// `kwokctl start cluster` starts what has no live pid file.
+func (c *KwokCluster) restartExited(ctx context.Context, log io.Writer) error {
+	pids, _ := filepath.Glob(filepath.Join(c.workdir, "clusters", c.Name, "pids", "*.pid"))
+	var exited []string
+	for _, f := range pids {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && pid > 1 && !processAlive(pid) {
+			exited = append(exited, strings.TrimSuffix(filepath.Base(f), ".pid"))
+			_ = os.Remove(f)
+		}
+	}
+	if len(exited) == 0 {
+		return nil
+	}
+	fmt.Fprintf(log, "testenv: kwok cluster %s: %s exited, starting it again\n", c.Name, strings.Join(exited, ", "))
+	if _, err := runCommand(c.env, filepath.Dir(c.workdir), c.kwokctl, "start", "cluster", "--name", c.Name, "--wait", "2m"); err != nil {
+		return fmt.Errorf("starting %s of kwok cluster %s again: %w", strings.Join(exited, ", "), c.Name, err)
+	}
+	return ctx.Err()
 }
