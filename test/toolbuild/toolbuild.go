@@ -176,12 +176,8 @@ func buildModule(ctx context.Context, log io.Writer, tools []Tool) (map[string]s
 		return paths, err
 	}
 	moduleDir := tools[0].ModuleDir
-	toolsDir, err := ToolsDir()
+	binDir, err := toolsBinDir()
 	if err != nil {
-		return nil, err
-	}
-	binDir := filepath.Join(toolsDir, "bin")
-	if err := os.MkdirAll(binDir, 0o755); err != nil {
 		return nil, err
 	}
 	unlock, err := LockFile(filepath.Join(binDir, "."+filepath.Base(moduleDir)+".lock"))
@@ -229,6 +225,16 @@ func buildModule(ctx context.Context, log io.Writer, tools []Tool) (map[string]s
 	}
 	fmt.Fprintf(log, "testenv: built %s in %s\n", strings.Join(names, ", "), time.Since(start).Round(time.Second))
 	return paths, nil
+}
+
+// toolsBinDir is ToolsDir's folder of binaries, made if missing.
+func toolsBinDir() (string, error) {
+	dir, err := ToolsDir()
+	if err != nil {
+		return "", err
+	}
+	dir = filepath.Join(dir, "bin")
+	return dir, os.MkdirAll(dir, 0o755)
 }
 
 // binaryName is the file `go build -o <dir>/` writes for the tool's package: the last
