@@ -219,17 +219,26 @@ func (c *KwokCluster) stop() error {
 		return nil
 	}
 	// kwokctl starts its components detached: kill whatever it left behind.
-	pids, _ := filepath.Glob(filepath.Join(c.workdir, "clusters", c.Name, "pids", "*.pid"))
-	for _, f := range pids {
-		data, rerr := os.ReadFile(f)
-		if rerr != nil {
-			continue
-		}
-		if pid, perr := strconv.Atoi(strings.TrimSpace(string(data))); perr == nil && pid > 1 {
-			_ = killPid(pid)
-		}
+	for _, pid := range c.componentPids() {
+		_ = killPid(pid)
 	}
 	return err
+}
+
+// componentPids reads kwokctl's pid files: the pid of each component by its pid file.
+func (c *KwokCluster) componentPids() map[string]int {
+	files, _ := filepath.Glob(filepath.Join(c.workdir, "clusters", c.Name, "pids", "*.pid"))
+	pids := make(map[string]int, len(files))
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && pid > 1 {
+			pids[f] = pid
+		}
+	}
+	return pids
 }
 
 // StopAPIServer kills the cluster's kube-apiserver with SIGKILL, as a ControlPlane whose
@@ -340,14 +349,9 @@ func FakeNode(name string) *corev1.Node {
 // and Helm waited out its timeout (the fault of 20 installs at once, 2026-12-07).
 // `kwokctl start cluster` starts what has no live pid file.
 func (c *KwokCluster) restartExited(ctx context.Context, log io.Writer) error {
-	pids, _ := filepath.Glob(filepath.Join(c.workdir, "clusters", c.Name, "pids", "*.pid"))
 	var exited []string
-	for _, f := range pids {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && pid > 1 && !processAlive(pid) {
+	for f, pid := range c.componentPids() {
+		if !processAlive(pid) {
 			exited = append(exited, strings.TrimSuffix(filepath.Base(f), ".pid"))
 			_ = os.Remove(f)
 		}
