@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/kustomize/api/krusty"
@@ -27,11 +28,33 @@ const (
 )
 
 // Dir is the config folder of the source tree this package was compiled from; it is
-// meant for tests, which run inside the source tree.
+// meant for tests, which run inside the source tree. Built with -trimpath (CI builds
+// everything so, to compile the dependencies once for the tests and the release binaries),
+// the compiled-in path is the import path, not a file: then the folder is found from the
+// working directory upwards, where the module's go.mod is.
 func Dir() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Dir(file)
+	if filepath.IsAbs(file) {
+		return filepath.Dir(file)
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return "config"
+	}
+	for {
+		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.HasPrefix(string(data), "module "+modulePath+"\n") {
+			return filepath.Join(dir, "config")
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "config" // not inside the source tree: relative to the working directory
+		}
+		dir = parent
+	}
 }
+
+// modulePath is the main module's path, which Dir looks for in go.mod files.
+const modulePath = "github.com/openmcp-project/service-provider-kro"
 
 // Render builds the kustomization in dir (relative to Dir, or absolute) as
 // `kubectl kustomize` does and returns its objects in kustomize's order.
