@@ -10,11 +10,12 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/openmcp-project/service-provider-kro/test/toolbuild"
 )
 
 // The overlays to apply, one per kind of cluster.
@@ -30,31 +31,19 @@ const (
 // Dir is the config folder of the source tree this package was compiled from; it is
 // meant for tests, which run inside the source tree. Built with -trimpath (CI builds
 // everything so, to compile the dependencies once for the tests and the release binaries),
-// the compiled-in path is the import path, not a file: then the folder is found from the
-// working directory upwards, where the module's go.mod is.
+// the compiled-in path is the import path, not a file: then it is the config folder of the
+// repository around the working directory (toolbuild.RepoRoot).
 func Dir() string {
 	_, file, _, _ := runtime.Caller(0)
 	if filepath.IsAbs(file) {
 		return filepath.Dir(file)
 	}
-	dir, err := os.Getwd()
+	root, err := toolbuild.RepoRoot()
 	if err != nil {
-		return "config"
+		return "config" // not inside the source tree: relative to the working directory
 	}
-	for {
-		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.HasPrefix(string(data), "module "+modulePath+"\n") {
-			return filepath.Join(dir, "config")
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "config" // not inside the source tree: relative to the working directory
-		}
-		dir = parent
-	}
+	return filepath.Join(root, "config")
 }
-
-// modulePath is the main module's path, which Dir looks for in go.mod files.
-const modulePath = "github.com/openmcp-project/service-provider-kro"
 
 // Render builds the kustomization in dir (relative to Dir, or absolute) as
 // `kubectl kustomize` does and returns its objects in kustomize's order.
