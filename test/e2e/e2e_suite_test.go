@@ -176,6 +176,11 @@ func writeFailureDigest(r Report) {
 		}
 		fmt.Fprintf(&b, "%s %q in %s at %s after %s:\n  %s\n", s.State, s.FullText(), s.Failure.FailureNodeType,
 			s.Failure.Location, s.RunTime.Round(time.Second), strings.Join(msg, "\n  "))
+		// What the environment logged last (the cluster provider's grants and revocations,
+		// the processes' starts and stops) is often the evidence of why.
+		if out := strings.Split(strings.TrimSpace(s.CapturedGinkgoWriterOutput), "\n"); len(out) > 0 && out[0] != "" {
+			fmt.Fprintf(&b, "  its last lines of output:\n    %s\n", strings.Join(out[max(0, len(out)-15):], "\n    "))
+		}
 	}
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 		fmt.Printf("writing the failure digest: %v\n", err)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -84,7 +85,12 @@ func (p *ClusterProvider) reconcileAccessRequest(ctx context.Context, ar *cluste
 		return err
 	}
 	cfg, target := p.targetConfig(backing), p.targets[backing]
-	if controllerutil.AddFinalizer(ar, accessFinalizer) {
+	// The finalizer comes before the first grant, and with it the cluster the grants are
+	// made on: revoking them must not depend on the Cluster, which openmcp's scheduler
+	// may delete first.
+	finalizer := controllerutil.AddFinalizer(ar, accessFinalizer)
+	if finalizer || ar.Annotations[backingAnnotation] != backing {
+		metav1.SetMetaDataAnnotation(&ar.ObjectMeta, backingAnnotation, backing)
 		if err := p.platform.Update(ctx, ar); err != nil {
 			return err
 		}
@@ -167,7 +173,8 @@ func (p *ClusterProvider) finalizeAccessRequest(ctx context.Context, ar *cluster
 	if !controllerutil.ContainsFinalizer(ar, accessFinalizer) {
 		return nil
 	}
-	if err := p.revokeAll(ctx, ar); err != nil {
+	revoked, err := p.revokeAll(ctx, ar)
+	if err != nil {
 		return err
 	}
 	if err := client.IgnoreNotFound(p.platform.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ar.Namespace, Name: accessSecretName(ar)}})); err != nil {
@@ -175,7 +182,7 @@ func (p *ClusterProvider) finalizeAccessRequest(ctx context.Context, ar *cluster
 	}
 	old := ar.DeepCopy()
 	controllerutil.RemoveFinalizer(ar, accessFinalizer)
-	fmt.Fprintf(p.opts.Log, "clusterprovider: revoked AccessRequest %s/%s\n", ar.Namespace, ar.Name)
+	fmt.Fprintf(p.opts.Log, "clusterprovider: revoked AccessRequest %s/%s: %s\n", ar.Namespace, ar.Name, revoked)
 	return p.platform.Patch(ctx, ar, client.MergeFrom(old))
 }
 
@@ -271,43 +278,55 @@ func (p *ClusterProvider) issue(ctx context.Context, target client.Client, cfg *
 	return kc, req.Status.Token, req.Status.ExpirationTimestamp.Time, err
 }
 
-// revokeAll deletes every ServiceAccount, role and binding issued for the AccessRequest.
-func (p *ClusterProvider) revokeAll(ctx context.Context, ar *clustersv1alpha1.AccessRequest) error {
-	if ar.Spec.ClusterRef == nil {
-		return nil
+// revokeAll deletes every ServiceAccount, role and binding issued for the AccessRequest,
+// on the cluster its finalizer recorded (the Cluster's backing for one granted before
+// that was recorded), and says what it deleted where.
+func (p *ClusterProvider) revokeAll(ctx context.Context, ar *clustersv1alpha1.AccessRequest) (string, error) {
+	backing := ar.Annotations[backingAnnotation]
+	if backing == "" && ar.Spec.ClusterRef != nil {
+		cluster := &clustersv1alpha1.Cluster{}
+		if err := p.platform.Get(ctx, client.ObjectKey{Namespace: ar.Spec.ClusterRef.Namespace, Name: ar.Spec.ClusterRef.Name}, cluster); client.IgnoreNotFound(err) != nil {
+			return "", err
+		}
+		backing = cluster.Annotations[backingAnnotation]
 	}
-	cluster := &clustersv1alpha1.Cluster{}
-	if err := p.platform.Get(ctx, client.ObjectKey{Namespace: ar.Spec.ClusterRef.Namespace, Name: ar.Spec.ClusterRef.Name}, cluster); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	target := p.targets[cluster.Annotations[backingAnnotation]]
+	target := p.targets[backing]
 	if target == nil {
-		return nil
+		return "nothing was granted", nil
 	}
-	return p.revokeSelector(ctx, target, client.MatchingLabels{accessLabel: accessBaseName(ar)})
+	deleted, err := p.revokeSelector(ctx, target, client.MatchingLabels{accessLabel: accessBaseName(ar)})
+	return fmt.Sprintf("deleted %v on %s", deleted, backing), err
 }
 
 // revoke deletes one ServiceAccount and its roles and bindings; its tokens stop working.
 func (p *ClusterProvider) revoke(ctx context.Context, target client.Client, saName string) error {
-	return p.revokeSelector(ctx, target, client.MatchingLabels{serviceAccountAnnot: saName})
+	_, err := p.revokeSelector(ctx, target, client.MatchingLabels{serviceAccountAnnot: saName})
+	return err
 }
 
-func (p *ClusterProvider) revokeSelector(ctx context.Context, target client.Client, sel client.MatchingLabels) error {
+// revokeSelector deletes the ServiceAccounts, roles and bindings sel matches and returns
+// their kinds and names.
+func (p *ClusterProvider) revokeSelector(ctx context.Context, target client.Client, sel client.MatchingLabels) ([]string, error) {
 	var errs []error
+	var deleted []string
 	for _, list := range []client.ObjectList{&corev1.ServiceAccountList{}, &rbacv1.ClusterRoleBindingList{}, &rbacv1.ClusterRoleList{},
 		&rbacv1.RoleBindingList{}, &rbacv1.RoleList{}} {
 		if err := target.List(ctx, list, sel); err != nil {
 			errs = append(errs, err)
 			continue
 		}
+		kind := strings.TrimSuffix(fmt.Sprintf("%T", list), "List")
 		_ = apimeta.EachListItem(list, func(o runtime.Object) error {
-			if err := target.Delete(ctx, o.(client.Object)); client.IgnoreNotFound(err) != nil {
+			obj := o.(client.Object)
+			if err := target.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
 				errs = append(errs, err)
+				return nil
 			}
+			deleted = append(deleted, kind[strings.LastIndex(kind, ".")+1:]+" "+obj.GetName())
 			return nil
 		})
 	}
-	return errors.Join(errs...)
+	return deleted, errors.Join(errs...)
 }
 
 // tokenKubeconfig is a self-contained kubeconfig for cfg's server and CA with a bearer token.
