@@ -6,6 +6,7 @@
 //	testbin           prints the folder that holds kube-apiserver and etcd (KUBEBUILDER_ASSETS)
 //	testbin -sandbox  builds every command the sandbox starts
 //	testbin -e2e      builds every command the end-to-end suite starts (openmcp-operator too)
+//	testbin -download -sandbox|-e2e  only downloads their modules (the build comes later)
 package main
 
 import (
@@ -21,6 +22,7 @@ import (
 func main() {
 	sandbox := flag.Bool("sandbox", false, "build what the sandbox starts (toolbuild.SandboxTools) and print nothing")
 	e2e := flag.Bool("e2e", false, "build what the end-to-end suite starts (toolbuild.E2ETools) and print nothing")
+	download := flag.Bool("download", false, "with -sandbox or -e2e: download the modules they are built from and build nothing")
 	flag.Parse()
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()
@@ -29,7 +31,11 @@ func main() {
 		if *e2e {
 			tools = toolbuild.E2ETools()
 		}
-		if _, err := toolbuild.ToolPaths(ctx, os.Stderr, tools...); err != nil {
+		build := func() error { _, err := toolbuild.ToolPaths(ctx, os.Stderr, tools...); return err }
+		if *download {
+			build = func() error { return toolbuild.Download(ctx, os.Stderr, tools...) }
+		}
+		if err := build(); err != nil {
 			fmt.Fprintln(os.Stderr, "testbin:", err)
 			os.Exit(1)
 		}

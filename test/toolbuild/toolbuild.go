@@ -364,10 +364,11 @@ func firstLine(s string) string {
 // side by side (default DefaultBuildLanes; 1 builds one module after another).
 const BuildLanesEnv = "TESTENV_BUILD_LANES"
 
-// DefaultBuildLanes is two modules at a time. Since the sandbox's tools share one module
-// (SandboxModule), lanes only matter for the kind node, whose CoreDNS and pause have
-// modules of their own: a second lane fills the gaps of the linker's single-threaded end.
-const DefaultBuildLanes = 2
+// DefaultBuildLanes is one module at a time. The wrapper modules share most of their
+// packages with the main module and with each other (hack/modalign keeps them at the
+// same versions), and two go commands compiling the same package at once both compile
+// it: one after the other, the second finds it in the build cache.
+const DefaultBuildLanes = 1
 
 // ToolPaths returns the binaries of tools by name, building the missing ones. The tools
 // of one wrapper module build in one `go build` (buildModule); different modules build
@@ -423,6 +424,38 @@ func ToolPaths(ctx context.Context, log io.Writer, tools ...Tool) (map[string]st
 		return nil, first
 	}
 	return out, ctx.Err()
+}
+
+// Download fetches the modules the tools' packages come from, and compiles nothing. A
+// caller that compiles the main module first, whose packages most tools share, overlaps
+// the downloads with that compile and then builds the tools from its build cache
+// (Taskfile.yaml's up, .ci/prebuild), instead of compiling the same packages twice at
+// the same time.
+func Download(ctx context.Context, log io.Writer, tools ...Tool) error {
+	root, err := RepoRoot()
+	if err != nil {
+		return err
+	}
+	var modules []string
+	packages := map[string][]string{}
+	for _, t := range tools {
+		if _, ok := packages[t.ModuleDir]; !ok {
+			modules = append(modules, t.ModuleDir)
+		}
+		packages[t.ModuleDir] = append(packages[t.ModuleDir], t.Package)
+	}
+	for _, m := range modules {
+		start := time.Now()
+		// Listing the packages with their dependencies needs every module that provides one.
+		cmd := exec.CommandContext(ctx, "go", append([]string{"list", "-deps", "-f", "{{if .Error}}{{.Error}}{{end}}"}, packages[m]...)...)
+		cmd.Dir = filepath.Join(root, m)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil || len(strings.TrimSpace(string(out))) > 0 {
+			return fmt.Errorf("downloading the modules of %s: %v\n%s", m, err, out)
+		}
+		fmt.Fprintf(log, "testenv: the modules of %s downloaded in %s\n", m, time.Since(start).Round(time.Second))
+	}
+	return nil
 }
 
 // syncWriter lets the lanes share one log.

@@ -103,3 +103,27 @@ func TestBuildModuleBuildsOnceAndCaches(t *testing.T) {
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
 }
+
+// TestDownloadListsWithoutBuilding runs Download on the small pause module: it succeeds
+// and builds nothing into the tools folder, and a package the module does not have fails
+// it, naming the module.
+func TestDownloadListsWithoutBuilding(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	toolsDir := t.TempDir()
+	t.Setenv(ToolsDirEnv, toolsDir)
+	var log bytes.Buffer
+	if err := Download(ctx, &log, Tool{Name: "pause", ModuleDir: "hack/tools/pause", Package: "."}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(log.String(), "the modules of hack/tools/pause downloaded") {
+		t.Errorf("Download did not say what it downloaded:\n%s", log.String())
+	}
+	if entries, err := os.ReadDir(toolsDir); err != nil || len(entries) != 0 {
+		t.Errorf("Download built something into the tools folder: %v, %v", entries, err)
+	}
+	err := Download(ctx, &log, Tool{Name: "nothing", ModuleDir: "hack/tools/pause", Package: "./does-not-exist"})
+	if err == nil || !strings.Contains(err.Error(), "hack/tools/pause") {
+		t.Errorf("a missing package: got %v, want an error naming hack/tools/pause", err)
+	}
+}
