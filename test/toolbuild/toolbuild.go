@@ -450,8 +450,12 @@ func Download(ctx context.Context, log io.Writer, tools ...Tool) error {
 		cmd := exec.CommandContext(ctx, "go", append([]string{"list", "-deps", "-f", "{{if .Error}}{{.Error}}{{end}}"}, packages[m]...)...)
 		cmd.Dir = filepath.Join(root, m)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil || len(strings.TrimSpace(string(out))) > 0 {
-			return fmt.Errorf("downloading the modules of %s: %v\n%s", m, err, out)
+		out, err := cmd.CombinedOutput()
+		switch {
+		case err != nil:
+			return fmt.Errorf("downloading the modules of %s: %w\n%s", m, err, out)
+		case len(strings.TrimSpace(string(out))) > 0: // a package that did not load
+			return fmt.Errorf("downloading the modules of %s:\n%s", m, out)
 		}
 		fmt.Fprintf(log, "testenv: the modules of %s downloaded in %s\n", m, time.Since(start).Round(time.Second))
 	}
