@@ -450,10 +450,12 @@ func Download(ctx context.Context, log io.Writer, tools ...Tool) error {
 		cmd := exec.CommandContext(ctx, "go", append([]string{"list", "-deps", "-f", "{{if .Error}}{{.Error}}{{end}}"}, packages[m]...)...)
 		cmd.Dir = filepath.Join(root, m)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		out, err := cmd.CombinedOutput()
+		var stderr strings.Builder // "go: downloading ..." lines, and the go command's errors
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
 		switch {
 		case err != nil:
-			return fmt.Errorf("downloading the modules of %s: %w\n%s", m, err, out)
+			return fmt.Errorf("downloading the modules of %s: %w\n%s", m, err, stderr.String())
 		case len(strings.TrimSpace(string(out))) > 0: // a package that did not load
 			return fmt.Errorf("downloading the modules of %s:\n%s", m, out)
 		}

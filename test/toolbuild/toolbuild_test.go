@@ -104,26 +104,72 @@ func TestBuildModuleBuildsOnceAndCaches(t *testing.T) {
 	_ = cmd.Wait()
 }
 
-// TestDownloadListsWithoutBuilding runs Download on the small pause module: it succeeds
-// and builds nothing into the tools folder, and a package the module does not have fails
-// it, naming the module.
+// TestDownloadListsWithoutBuilding runs Download on a small wrapper module with one
+// dependency, into an empty module cache of its own: it downloads the dependency (the go
+// command says so on stderr, which is no error) and builds nothing into the tools folder,
+// and a package the module does not have fails it, naming the module.
 func TestDownloadListsWithoutBuilding(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	toolsDir := t.TempDir()
-	t.Setenv(ToolsDirEnv, toolsDir)
-	var log bytes.Buffer
-	if err := Download(ctx, &log, Tool{Name: "pause", ModuleDir: "hack/tools/pause", Package: "."}); err != nil {
+	root, err := RepoRoot()
+	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(log.String(), "the modules of hack/tools/pause downloaded") {
+	sums, err := os.ReadFile(filepath.Join(root, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum []string
+	for _, line := range strings.Split(string(sums), "\n") {
+		if strings.HasPrefix(line, "golang.org/x/mod v0.41.0") {
+			sum = append(sum, line)
+		}
+	}
+	if len(sum) != 2 {
+		t.Fatalf("the main module's go.sum has no golang.org/x/mod v0.41.0 (found %q): update the test's version", sum)
+	}
+	if err := os.MkdirAll(filepath.Join(root, ".cache"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp(filepath.Join(root, ".cache"), "toolbuild-download-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	files := map[string]string{
+		"go.mod":  "module example.com/download\n\ngo 1.26.0\n\nrequire golang.org/x/mod v0.41.0\n",
+		"go.sum":  strings.Join(sum, "\n") + "\n",
+		"main.go": "package main\n\nimport \"golang.org/x/mod/semver\"\n\nfunc main() { println(semver.IsValid(\"v1.0.0\")) }\n",
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	moduleDir, err := filepath.Rel(root, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GOMODCACHE", t.TempDir())
+	t.Setenv("GOFLAGS", "-modcacherw")
+	toolsDir := t.TempDir()
+	t.Setenv(ToolsDirEnv, toolsDir)
+
+	var log bytes.Buffer
+	if err := Download(ctx, &log, Tool{Name: "download", ModuleDir: moduleDir, Package: "."}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(log.String(), "the modules of "+moduleDir+" downloaded") {
 		t.Errorf("Download did not say what it downloaded:\n%s", log.String())
+	}
+	if _, err := os.Stat(filepath.Join(os.Getenv("GOMODCACHE"), "golang.org", "x", "mod@v0.41.0")); err != nil {
+		t.Errorf("the dependency was not downloaded: %v", err)
 	}
 	if entries, err := os.ReadDir(toolsDir); err != nil || len(entries) != 0 {
 		t.Errorf("Download built something into the tools folder: %v, %v", entries, err)
 	}
-	err := Download(ctx, &log, Tool{Name: "nothing", ModuleDir: "hack/tools/pause", Package: "./does-not-exist"})
-	if err == nil || !strings.Contains(err.Error(), "hack/tools/pause") {
-		t.Errorf("a missing package: got %v, want an error naming hack/tools/pause", err)
+	err = Download(ctx, &log, Tool{Name: "nothing", ModuleDir: moduleDir, Package: "./does-not-exist"})
+	if err == nil || !strings.Contains(err.Error(), moduleDir) {
+		t.Errorf("a missing package: got %v, want an error naming %s", err, moduleDir)
 	}
 }
