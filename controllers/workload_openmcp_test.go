@@ -27,6 +27,7 @@ import (
 	"github.com/openmcp-project/service-provider-kro/controllers/placement"
 	"github.com/openmcp-project/service-provider-kro/controllers/placement/credentialtest"
 	"github.com/openmcp-project/service-provider-kro/controllers/reach"
+	"github.com/openmcp-project/service-provider-kro/providers/controlplane"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
 
@@ -194,6 +195,49 @@ func TestOpenMCPWorkloadRequests(t *testing.T) {
 		g.Eventually(func() bool {
 			return apierrors.IsNotFound(pf.Client.Get(ctx, client.ObjectKeyFromObject(cr), &clustersv1alpha1.ClusterRequest{}))
 		}).Should(BeTrue(), "the ClusterRequest is deleted")
+
+		// A deletion that looks at the workload cluster once more (it removes kro's
+		// namespace there) asks for nothing: openmcp would grant it anew and create that
+		// namespace again, after the provider had removed it. Even while the access cache
+		// still shows the AccessRequest being deleted.
+		c.Provider = controlplane.New(controlplane.Options{})
+		kro := &v1alpha1.Kro{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+		cr, err := clusters.NewWorkloadClusterRequest(providerName, key)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(owned.Apply(ctx, pf.Client, cr)).To(Succeed())
+		granted := &clustersv1alpha1.ClusterRequest{}
+		g.Expect(pf.Client.Get(ctx, client.ObjectKeyFromObject(cr), granted)).To(Succeed())
+		granted.Status.Phase = clustersv1alpha1.REQUEST_GRANTED
+		g.Expect(pf.Client.Status().Update(ctx, granted)).To(Succeed())
+		held, err = clusters.NewWorkloadAccessRequest(providerName, key, ns)
+		g.Expect(err).NotTo(HaveOccurred())
+		held.Finalizers = []string{"clusterprovider.test/access"}
+		g.Expect(owned.Apply(ctx, pf.Client, held)).To(Succeed())
+		g.Expect(pf.Client.Delete(ctx, held)).To(Succeed())
+		for _, state := range []string{"being deleted", "gone"} {
+			g.Eventually(func(g Gomega) {
+				live := &clustersv1alpha1.AccessRequest{}
+				err := c.Kubeconfigs.Get(ctx, client.ObjectKeyFromObject(ar), live)
+				if state == "gone" {
+					g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the access cache still has it: %v", err)
+					return
+				}
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(live.DeletionTimestamp).NotTo(BeNil())
+			}).Should(Succeed())
+			_, err := c.WorkloadCluster(ctx, kro, false)
+			na, ok := reach.AsNotAvailable(err)
+			g.Expect(ok).To(BeTrue(), "%s: %v", state, err)
+			g.Expect(na.Missing).To(BeTrue(), "%s: %v", state, na.Message)
+			if state == "being deleted" {
+				g.Expect(pf.Client.Get(ctx, client.ObjectKeyFromObject(ar), held)).To(Succeed())
+				held.Finalizers = nil
+				g.Expect(pf.Client.Update(ctx, held)).To(Succeed())
+			}
+		}
+		g.Consistently(func() bool {
+			return apierrors.IsNotFound(pf.Client.Get(ctx, client.ObjectKeyFromObject(ar), &clustersv1alpha1.AccessRequest{}))
+		}).WithTimeout(2*time.Second).Should(BeTrue(), "no AccessRequest is asked for anew")
 	})
 }
 

@@ -185,6 +185,10 @@ const (
 	ReasonInstancesPresent = "InstancesPresent"
 	// ReasonUninstalling: Flux is uninstalling kro; nothing blocks the deletion any more.
 	ReasonUninstalling = "Uninstalling"
+	// ReasonReleasingAccess: kro is uninstalled and the provider's objects are removed;
+	// openmcp is revoking the access it granted the provider (its requests are withdrawn),
+	// and the Kro goes once that is done. Nothing is asked for again meanwhile.
+	ReasonReleasingAccess = "ReleasingAccess"
 	// ReasonOperationIgnored: the Kro is being deleted but carries
 	// openmcp.cloud/operation=ignore, so the deletion is paused.
 	ReasonOperationIgnored = "OperationIgnored"

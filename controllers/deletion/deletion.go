@@ -176,20 +176,24 @@ func (r *Remover) uninstalling(ctx context.Context, s *step.Scope, hr *helmv2.He
 // provider made is removed, the access released, the tenant namespace deleted if the
 // provider created it and it is empty, then the finalizer.
 func (r *Remover) finishDeletion(ctx context.Context, s *step.Scope) (step.Result, error) {
-	access, res, err := r.cleanupAccess(ctx, s)
-	if err != nil || res != step.Proceed {
-		return res, err
-	}
-	s.Obs.NotBlocked(v1alpha1.ReasonReconcileSuccess,
-		"kro is not installed on the ControlPlane (no HelmRelease is left): nothing blocks the deletion")
-	if err := r.removeLeftovers(ctx, s, access); err != nil {
-		return step.Proceed, err
-	}
-	if res, err := r.Placement.Cleanup.RemoveWorkloadLeftovers(ctx, s, access); res != step.Proceed || err != nil {
-		return res, err
+	// Once the access is being released, what needed it is done: looking the access up
+	// again would ask openmcp for it anew.
+	if !releasingAccess(s.Before) {
+		access, res, err := r.cleanupAccess(ctx, s)
+		if err != nil || res != step.Proceed {
+			return res, err
+		}
+		s.Obs.NotBlocked(v1alpha1.ReasonReconcileSuccess,
+			"kro is not installed on the ControlPlane (no HelmRelease is left): nothing blocks the deletion")
+		if err := r.removeLeftovers(ctx, s, access); err != nil {
+			return step.Proceed, err
+		}
+		if res, err := r.Placement.Cleanup.RemoveWorkloadLeftovers(ctx, s, access); res != step.Proceed || err != nil {
+			return res, err
+		}
 	}
 	if released, err := r.ControlPlanes.Release(ctx, s.Kro); err != nil || !released {
-		s.Obs.NotBlocked(v1alpha1.ReasonReconcileSuccess, "kro is uninstalled; "+reach.WithdrawalPending(s.TenantNamespace))
+		s.Obs.NotBlocked(v1alpha1.ReasonReleasingAccess, "kro is uninstalled; "+reach.WithdrawalPending(s.TenantNamespace))
 		return step.Waiting, err
 	}
 	if err := r.removeTenantNamespace(ctx, s); err != nil {
@@ -199,6 +203,17 @@ func (r *Remover) finishDeletion(ctx context.Context, s *step.Scope) (step.Resul
 		return step.Proceed, err
 	}
 	return step.Finalized, nil
+}
+
+// releasingAccess tells whether an earlier reconcile of the deletion had everything
+// removed and began to release the access (DeletionBlocked is False with
+// ReleasingAccess).
+func releasingAccess(before *v1alpha1.KroStatus) bool {
+	if before == nil {
+		return false
+	}
+	c := meta.FindStatusCondition(before.Conditions, v1alpha1.ConditionDeletionBlocked)
+	return c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonReleasingAccess
 }
 
 // cleanupAccess returns the ControlPlane's access when it works, to remove the

@@ -336,7 +336,7 @@ func (c *Engaged) openmcpKubeconfig(ctx context.Context, kro *v1alpha1.Kro) (str
 			return "", nil, errors.Join(err, errOrNil(na))
 		}
 	}
-	return c.grantedKubeconfig(ctx, desired, "the ControlPlane's", func(ar *clustersv1alpha1.AccessRequest) *NotAvailableError {
+	return c.grantedKubeconfig(ctx, desired, true, "the ControlPlane's", func(ar *clustersv1alpha1.AccessRequest) *NotAvailableError {
 		// openmcp does not revisit a denied request: the access is gone for good.
 		return &NotAvailableError{Gone: true, Reason: v1alpha1.ReasonAccessDenied, Message: fmt.Sprintf(
 			"openmcp denied AccessRequest %s/%s, so the ControlPlane cannot be reached; its conditions say why (kubectl -n %s get accessrequest %s -o yaml)",
@@ -344,12 +344,12 @@ func (c *Engaged) openmcpKubeconfig(ctx context.Context, kro *v1alpha1.Kro) (str
 	})
 }
 
-// grantedKubeconfig keeps an AccessRequest of the provider's as desired (it is applied
-// when missing, or when its token's rights differ) and reads the secret openmcp wrote
-// for it once granted. denied says what a denied request means.
-func (c *Engaged) grantedKubeconfig(ctx context.Context, desired *clustersv1alpha1.AccessRequest, whose string,
+// grantedKubeconfig keeps an AccessRequest of the provider's as desired (with ask, it is
+// applied when missing, or when its token's rights differ) and reads the secret openmcp
+// wrote for it once granted. denied says what a denied request means.
+func (c *Engaged) grantedKubeconfig(ctx context.Context, desired *clustersv1alpha1.AccessRequest, ask bool, whose string,
 	denied func(*clustersv1alpha1.AccessRequest) *NotAvailableError) (string, []byte, error) {
-	ar, err := c.grantedAccessRequest(ctx, desired)
+	ar, err := c.grantedAccessRequest(ctx, desired, ask)
 	if err != nil {
 		return "", nil, err
 	}
@@ -372,12 +372,18 @@ func (c *Engaged) grantedKubeconfig(ctx context.Context, desired *clustersv1alph
 
 // grantedAccessRequest returns the AccessRequest as the cache has it, after applying
 // desired when it is missing (then it returns a *NotAvailableError: openmcp has yet to
-// grant it) or asks for other rights than desired.
-func (c *Engaged) grantedAccessRequest(ctx context.Context, desired *clustersv1alpha1.AccessRequest) (*clustersv1alpha1.AccessRequest, error) {
+// grant it) or asks for other rights than desired. Without ask it applies nothing, and
+// one that is missing or being deleted is Missing: asking again for what the provider
+// has just withdrawn would have openmcp grant it anew, and create the namespaces its
+// rights name, after the provider cleaned up.
+func (c *Engaged) grantedAccessRequest(ctx context.Context, desired *clustersv1alpha1.AccessRequest, ask bool) (*clustersv1alpha1.AccessRequest, error) {
 	ar := &clustersv1alpha1.AccessRequest{}
 	err := c.Kubeconfigs.Get(ctx, client.ObjectKeyFromObject(desired), ar)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("reading AccessRequest %s/%s: %w", desired.Namespace, desired.Name, err)
+	}
+	if !ask && (err != nil || !ar.DeletionTimestamp.IsZero()) {
+		return nil, &NotAvailableError{Missing: true, Message: fmt.Sprintf("AccessRequest %s/%s is withdrawn", desired.Namespace, desired.Name)}
 	}
 	if err == nil && equality.Semantic.DeepEqual(ar.Spec.Token, desired.Spec.Token) {
 		return ar, nil

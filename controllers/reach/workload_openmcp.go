@@ -68,7 +68,7 @@ func (c *Engaged) openmcpWorkloadKubeconfig(ctx context.Context, kro *v1alpha1.K
 		return "", nil, &NotAvailableError{Message: fmt.Sprintf("waiting for openmcp to schedule ClusterRequest %s/%s of purpose %s (phase %q)",
 			cr.Namespace, cr.Name, clustersv1alpha1.PURPOSE_WORKLOAD, cr.Status.Phase)}
 	}
-	return c.grantedKubeconfig(ctx, desiredAR, "the workload cluster's", func(ar *clustersv1alpha1.AccessRequest) *NotAvailableError {
+	return c.grantedKubeconfig(ctx, desiredAR, ask, "the workload cluster's", func(ar *clustersv1alpha1.AccessRequest) *NotAvailableError {
 		return &NotAvailableError{Reason: v1alpha1.ReasonWorkloadClusterUnreachable, Message: fmt.Sprintf(
 			"openmcp denied AccessRequest %s/%s for the workload cluster; its conditions say why (kubectl -n %s get accessrequest %s -o yaml); the provider asks again once it is deleted",
 			ar.Namespace, ar.Name, ar.Namespace, ar.Name)}
@@ -167,7 +167,7 @@ func (a openmcpKroAccess) Request(ctx context.Context, kro types.NamespacedName,
 	if err != nil {
 		return err
 	}
-	_, err = a.c.grantedAccessRequest(ctx, desired)
+	_, err = a.c.grantedAccessRequest(ctx, desired, true)
 	if _, waiting := AsNotAvailable(err); waiting {
 		return nil
 	}
