@@ -379,14 +379,7 @@ func ToolPaths(ctx context.Context, log io.Writer, tools ...Tool) (map[string]st
 	if v, err := strconv.Atoi(os.Getenv(BuildLanesEnv)); err == nil && v > 0 {
 		lanes = v
 	}
-	var modules []string
-	byModule := map[string][]Tool{}
-	for _, t := range tools {
-		if _, ok := byModule[t.ModuleDir]; !ok {
-			modules = append(modules, t.ModuleDir)
-		}
-		byModule[t.ModuleDir] = append(byModule[t.ModuleDir], t)
-	}
+	modules, byModule := groupByModule(tools)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -436,18 +429,15 @@ func Download(ctx context.Context, log io.Writer, tools ...Tool) error {
 	if err != nil {
 		return err
 	}
-	var modules []string
-	packages := map[string][]string{}
-	for _, t := range tools {
-		if _, ok := packages[t.ModuleDir]; !ok {
-			modules = append(modules, t.ModuleDir)
-		}
-		packages[t.ModuleDir] = append(packages[t.ModuleDir], t.Package)
-	}
+	modules, byModule := groupByModule(tools)
 	for _, m := range modules {
 		start := time.Now()
 		// Listing the packages with their dependencies needs every module that provides one.
-		cmd := exec.CommandContext(ctx, "go", append([]string{"list", "-deps", "-f", "{{if .Error}}{{.Error}}{{end}}"}, packages[m]...)...)
+		args := []string{"list", "-deps", "-f", "{{if .Error}}{{.Error}}{{end}}"}
+		for _, t := range byModule[m] {
+			args = append(args, t.Package)
+		}
+		cmd := exec.CommandContext(ctx, "go", args...)
 		cmd.Dir = filepath.Join(root, m)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		var stderr strings.Builder // "go: downloading ..." lines, and the go command's errors
@@ -462,6 +452,19 @@ func Download(ctx context.Context, log io.Writer, tools ...Tool) error {
 		fmt.Fprintf(log, "testenv: the modules of %s downloaded in %s\n", m, time.Since(start).Round(time.Second))
 	}
 	return nil
+}
+
+// groupByModule groups tools by wrapper module, the modules in the order of tools.
+func groupByModule(tools []Tool) ([]string, map[string][]Tool) {
+	var modules []string
+	byModule := map[string][]Tool{}
+	for _, t := range tools {
+		if _, ok := byModule[t.ModuleDir]; !ok {
+			modules = append(modules, t.ModuleDir)
+		}
+		byModule[t.ModuleDir] = append(byModule[t.ModuleDir], t)
+	}
+	return modules, byModule
 }
 
 // syncWriter lets the lanes share one log.
