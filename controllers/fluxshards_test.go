@@ -96,6 +96,7 @@ func TestFluxShardLabels(t *testing.T) {
 		}, 2*time.Second, interval).Should(Succeed(), "the HelmRelease waits for the source's new shard")
 		patch := client.MergeFrom(repo.DeepCopy())
 		repo.Status.LastHandledReconcileAt = repo.Annotations[meta.ReconcileRequestAnnotation]
+		repo.Status.Artifact = playedArtifact() // the chart fetched into the new shard's storage
 		g.Expect(platform.Client.Status().Patch(ctx, repo, patch)).To(Succeed())
 		g.Eventually(func(g Gomega) {
 			g.Expect(getHelmRelease(g, k).Labels[v1alpha1.LabelFluxShard]).To(Equal(key))
@@ -121,7 +122,7 @@ func TestFluxShardLabels(t *testing.T) {
 }
 
 // TestShardMoveGoesSourceFirst: a move asks the source's new shard to reconcile it, and
-// the HelmRelease follows only once that shard has handled the request.
+// the HelmRelease follows only once that shard has handled the request and has an artifact.
 func TestShardMoveGoesSourceFirst(t *testing.T) {
 	g := NewWithT(t)
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
@@ -150,7 +151,13 @@ func TestShardMoveGoesSourceFirst(t *testing.T) {
 	g.Expect(hr.Labels).To(HaveKeyWithValue(v1alpha1.LabelFluxShard, "a"), "held on its shard while the source's new shard has not answered")
 	repo.Status.LastHandledReconcileAt = request
 	hr = labelled("b", nil)
-	flux.HoldReleaseShard(hr, labelled("a", nil), repo, "b", now)
+	wait, _ := flux.HoldReleaseShard(hr, labelled("a", nil), repo, "b", now)
+	g.Expect(hr.Labels).To(HaveKeyWithValue(v1alpha1.LabelFluxShard, "a"), "held while the source's new shard has no artifact (its fetch failed)")
+	g.Expect(wait).To(ContainSubstring("to store the chart"))
+	repo.Status.Artifact = &meta.Artifact{Revision: "0.9.3@sha256:0123"}
+	hr = labelled("b", nil)
+	wait, _ = flux.HoldReleaseShard(hr, labelled("a", nil), repo, "b", now)
+	g.Expect(wait).To(BeEmpty())
 	g.Expect(hr.Labels).To(HaveKeyWithValue(v1alpha1.LabelFluxShard, "b"))
 	unsharded := labelled("", nil)
 	flux.HoldReleaseShard(unsharded, labelled("", nil), repo, "", now)

@@ -65,7 +65,17 @@ func handleSourceMove(g Gomega, k *v1alpha1.Kro, key string) {
 	}, timeout, interval).Should(Succeed())
 	patch := client.MergeFrom(repo.DeepCopy())
 	repo.Status.LastHandledReconcileAt = repo.Annotations[meta.ReconcileRequestAnnotation]
+	repo.Status.Artifact = playedArtifact() // the chart fetched into the new shard's storage
 	g.Expect(platform.Client.Status().Patch(context.Background(), repo, patch)).To(Succeed())
+}
+
+// playedArtifact is an artifact as a shard's source-controller records it once it has
+// fetched the chart into its own storage.
+func playedArtifact() *meta.Artifact {
+	return &meta.Artifact{
+		Path: "ocirepository/kro.tar.gz", URL: "http://source-controller.shard.svc/ocirepository/kro.tar.gz",
+		Revision: "0.9.3@sha256:0123", Digest: "sha256:0123", LastUpdateTime: metav1.Now(),
+	}
 }
 
 // helmReleaseEntry is the HelmRelease's entry in the Kro's status.managedResources.

@@ -31,9 +31,13 @@ import (
 // A move goes source first. The OCIRepository is relabelled with a reconcile request
 // (Flux's reconcile.fluxcd.io/requestedAt, "shard-move/<key>/<time>"), and the
 // HelmRelease keeps its old key until the new shard's source-controller has handled that
-// request (status.lastHandledReconcileAt): a helm-controller of the new shard that saw
-// the HelmRelease first would find the source without an artifact of its own and wait
-// out its dependency requeue (30 s), with the Kro not Ready meanwhile.
+// request (status.lastHandledReconcileAt) and has an artifact: a helm-controller of the
+// new shard that saw the HelmRelease first would find the source without an artifact of
+// its own and wait out its dependency requeue (30 s), with the Kro not Ready meanwhile.
+// Each shard's source-controller keeps artifacts in a storage of its own, and one that
+// does not hold the advertised artifact clears it ("disappeared from storage") before it
+// fetches the chart again; when that fetch fails, the request is handled all the same
+// (source-controller records it at the end of every reconcile), with no artifact.
 
 // ShardMovePrefix starts the reconcile request of a move to key.
 func ShardMovePrefix(key string) string { return "shard-move/" + key + "/" }
@@ -80,6 +84,9 @@ func HoldReleaseShard(desired, current client.Object, repo *sourcev1.OCIReposito
 	}
 	if wait == "" && !strings.HasPrefix(repo.Status.LastHandledReconcileAt, ShardMovePrefix(key)) {
 		wait = "the source's new shard to handle the move of the OCIRepository"
+	}
+	if wait == "" && repo.Status.Artifact == nil {
+		wait = "the source's new shard to store the chart (its fetch has not succeeded yet)"
 	}
 	if wait == "" {
 		return "", time.Time{}
