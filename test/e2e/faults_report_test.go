@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -43,13 +44,24 @@ type faultRow struct {
 	took            time.Duration
 }
 
-var report struct {
+// reportPart is what one fault container records: its rows, how long its environment
+// took to come up and go, and how busy the machine was meanwhile.
+type reportPart struct {
+	name, title       string // name: its file in the run's folder; title: how the report's last line names it
 	started, finished time.Time
 	bringUp, teardown time.Duration
 	rows              []*faultRow
 	// load samples the machine's 1-minute load average while the faults run.
 	load loadSampler
 }
+
+// report is the part of the fault container that runs (a process runs one container at
+// a time); startFaultsEnv gives each container its own.
+var report = &reportPart{}
+
+// reportParts are the names of the fault containers' parts, in the order the report shows
+// their rows.
+var reportParts = []string{"faults", "faults-load"}
 
 // loadSampler reads /proc/loadavg every few seconds, to say how busy the machine was.
 type loadSampler struct {
@@ -102,6 +114,20 @@ func (l *loadSampler) summary() string {
 		top = max(top, s)
 	}
 	return fmt.Sprintf("; the 1-minute load average was %.1f on average and %.1f at most", sum/float64(len(l.samples)), top)
+}
+
+// summary says how long the part took, for the report's last line.
+func (p *reportPart) summary() string {
+	var rows time.Duration
+	for _, r := range p.rows {
+		rows += r.took
+	}
+	took := p.finished.Sub(p.started)
+	if p.finished.IsZero() {
+		took = time.Since(p.started)
+	}
+	return fmt.Sprintf("%s took %s (environment up %s, %d %s %s, teardown %s%s)",
+		p.title, ms(took), ms(p.bringUp), len(p.rows), plural(len(p.rows), "fault", "faults"), ms(rows), ms(p.teardown), p.load.summary())
 }
 
 // startRow begins the row of the running spec.
@@ -173,24 +199,50 @@ func (r *faultRow) observed() string {
 	return b.String()
 }
 
-// reportFile is where the process that ran the faults leaves the rendered report, in the
-// run's log folder: with parallel processes (ginkgo -p) the faults run on any of them,
-// while ReportAfterSuite runs on the first.
-func reportFile() string { return filepath.Join(runDir, "reliability-report.md") }
+// reportFile is where the process that ran a fault container leaves its part of the
+// report, in the run's log folder: with parallel processes (ginkgo -p) the two containers
+// may run on different processes, while ReportAfterSuite runs on the first.
+func reportFile(part string) string { return filepath.Join(runDir, "reliability-"+part+".json") }
 
-// keepReport renders the report once the faults environment is down.
-func keepReport() {
-	if len(report.rows) == 0 {
+// keptPart is a part of the report as a process leaves it for ReportAfterSuite.
+type keptPart struct {
+	Rows    []string // the table's rows, rendered
+	Summary string
+}
+
+// keepReport renders a container's part once its environment is down.
+func keepReport(p *reportPart) {
+	if len(p.rows) == 0 {
 		return
 	}
-	if err := os.WriteFile(reportFile(), []byte(renderReport()), 0o644); err != nil {
+	kept := keptPart{Summary: p.summary()}
+	for _, r := range p.rows {
+		kept.Rows = append(kept.Rows, r.markdown())
+	}
+	data, err := json.Marshal(kept)
+	if err == nil {
+		err = os.WriteFile(reportFile(p.name), data, 0o644)
+	}
+	if err != nil {
 		fmt.Fprintf(GinkgoWriter, "keeping the reliability report: %v\n", err)
 	}
 }
 
 var _ = ReportAfterSuite("reliability report", func(sr Report) {
-	data, err := os.ReadFile(reportFile())
-	if err != nil {
+	var rows, summaries []string
+	for _, part := range reportParts {
+		data, err := os.ReadFile(reportFile(part))
+		if err != nil {
+			continue // that container did not run
+		}
+		var kept keptPart
+		if err := json.Unmarshal(data, &kept); err != nil {
+			fmt.Printf("reading the reliability report's part %s: %v\n", part, err)
+			continue
+		}
+		rows, summaries = append(rows, kept.Rows...), append(summaries, kept.Summary)
+	}
+	if len(rows) == 0 {
 		return // no fault spec ran
 	}
 	total, ran := 0, 0
@@ -202,7 +254,7 @@ var _ = ReportAfterSuite("reliability report", func(sr Report) {
 			}
 		}
 	}
-	doc := string(data)
+	doc := renderReport(rows, summaries)
 	fmt.Println(doc)
 	path := os.Getenv(ReportVariable)
 	switch {
@@ -227,7 +279,9 @@ var _ = ReportAfterSuite("reliability report", func(sr Report) {
 	fmt.Printf("reliability report written to %s\n", path)
 })
 
-func renderReport() string {
+// renderReport is the generated part of reliability.md: the table of every part's rows and
+// what each part took.
+func renderReport(rows, summaries []string) string {
 	var b strings.Builder
 	b.WriteString(`# Reliability
 
@@ -256,26 +310,21 @@ input, a tenant's or a platform team's, has [a table of its own](#bad-input) bel
 | fault | expected | observed | time to converge | objects orphaned | reproduce |
 |---|---|---|---|---|---|
 `)
-	for _, r := range report.rows {
-		converge := r.converge
-		if converge == "" {
-			converge = "did not converge"
-		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | `go tool task test-faults -- -ginkgo.focus=\"%s\"` |\n",
-			cell(r.fault), cell(r.expected), cell(r.observed()), cell(converge), cell(r.orphaned), r.spec)
+	for _, r := range rows {
+		b.WriteString(r)
 	}
-	var rows time.Duration
-	for _, r := range report.rows {
-		rows += r.took
-	}
-	suite := report.finished.Sub(report.started)
-	if report.finished.IsZero() {
-		suite = time.Since(report.started)
-	}
-	fmt.Fprintf(&b, "\nMeasured on %s on %s; the fault suite took %s (environment up %s, the %d faults %s, teardown %s)%s.\n",
-		time.Now().UTC().Format("2006-01-02"), machine(), ms(suite), ms(report.bringUp), len(report.rows), ms(rows), ms(report.teardown),
-		report.load.summary())
+	fmt.Fprintf(&b, "\nMeasured on %s on %s; %s.\n", time.Now().UTC().Format("2006-01-02"), machine(), strings.Join(summaries, "; "))
 	return b.String()
+}
+
+// markdown is the row in the report's table.
+func (r *faultRow) markdown() string {
+	converge := r.converge
+	if converge == "" {
+		converge = "did not converge"
+	}
+	return fmt.Sprintf("| %s | %s | %s | %s | %s | `go tool task test-faults -- -ginkgo.focus=\"%s\"` |\n",
+		cell(r.fault), cell(r.expected), cell(r.observed()), cell(converge), cell(r.orphaned), r.spec)
 }
 
 func plural(n int, one, many string) string {

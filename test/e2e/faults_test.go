@@ -39,50 +39,19 @@ const (
 // plus ControlPlanes added for that spec and removed after it.
 var loadKros = max(envInt("FAULTS_KROS", 20), 2)
 
-var fe *env.Env // the faults environment
+var fe *env.Env // the environment of the fault container that runs
 
 // ContinueOnFailure: every fault gets its row, also when an earlier one failed; each spec
-// starts from no Kro on its ControlPlane, and ends there unless it failed. Serial: with
-// parallel processes it runs alone, after every other container; its 20 installs at once
-// bring up 18 more kwok ControlPlanes, and beside another container's environment that
-// pushed two cores to a load of 55 and stalled both (2026-12-07).
-var _ = Describe("faults", Ordered, ContinueOnFailure, Label("faults"), Serial, func() {
+// starts from no Kro on its ControlPlane, and ends there unless it failed. Each fault
+// breaks a part of this container's own environment, so the container runs beside the
+// others (SpecPriority: it is one of the longest, so it starts first); only the fault
+// under load runs alone (below).
+var _ = Describe("faults", Ordered, ContinueOnFailure, Label("faults"), SpecPriority(1), func() {
 	var a, b *env.ControlPlane // a serves most faults; b is given up for good at the end
 	cpA := func() *env.ControlPlane { return a }
 	cpB := func() *env.ControlPlane { return b }
 
-	BeforeAll(func() {
-		backend, err := env.BackendFromEnvironment()
-		Expect(err).NotTo(HaveOccurred())
-		if backend != env.BackendProcess {
-			Skip("the fault suite stops and starts API servers, which only the process backend can")
-		}
-		releaseSharedEnv() // every container that used it has run (Serial)
-		report.started = time.Now()
-		report.load.start()
-		fe, err = env.Start(suiteCtx, env.Options{
-			Dir: filepath.Join(logDir, "faults"), Log: GinkgoWriter, Backend: backend,
-			ControlPlanes: []env.ControlPlaneRef{{Name: "fault-a", Namespace: "faults-a"}, {Name: "fault-b", Namespace: "faults-b"}},
-			ProviderArgs:  []string{"--access-grace-period=" + accessGracePeriod.String()},
-		})
-		DeferCleanup(func() {
-			start := time.Now()
-			if err := fe.Stop(); err != nil {
-				fmt.Fprintf(GinkgoWriter, "stopping the faults environment: %v\n", err)
-			}
-			report.teardown = time.Since(start)
-			report.finished = time.Now()
-			report.load.end()
-			keepReport()
-		})
-		Expect(err).NotTo(HaveOccurred())
-		report.bringUp = time.Since(report.started)
-		recordTiming("faults: bring-up", report.bringUp)
-		a, b = fe.ControlPlane("fault-a"), fe.ControlPlane("fault-b")
-		for _, ns := range []string{a.Namespace, b.Namespace, loadNamespace} {
-			Expect(fe.Onboarding.Client.Create(suiteCtx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
-		}
-	})
+	BeforeAll(func() { a, b = startFaultsEnv("faults", "the faults") })
 
 	// The faults in the order they run, each group in a file faults_<topic>_test.go (the
 	// hand-overs in handover_test.go).
@@ -91,9 +60,59 @@ var _ = Describe("faults", Ordered, ContinueOnFailure, Label("faults"), Serial, 
 	controlPlaneDownSpecs(cpA)
 	handOverSpecs(cpA)
 	deletionBlockedSpecs(cpA)
-	platformRestartSpecs(cpA, cpB)
 	gracePeriodSpecs(cpA, cpB)
 })
+
+// Serial: with parallel processes it runs alone, after every other container; its 20
+// installs at once bring up 18 more kwok ControlPlanes, and beside another container's
+// environment that pushed two cores to a load of 55 and stalled both (2026-12-07).
+var _ = Describe("faults under load", Ordered, ContinueOnFailure, Label("faults"), Serial, func() {
+	var a, b *env.ControlPlane
+	BeforeAll(func() {
+		releaseSharedEnv() // every container that used it has run (Serial)
+		a, b = startFaultsEnv("faults-load", "the fault under load", loadNamespace)
+	})
+	platformRestartSpecs(func() *env.ControlPlane { return a }, func() *env.ControlPlane { return b })
+})
+
+// startFaultsEnv starts the running fault container's environment, with the ControlPlanes
+// fault-a and fault-b, the provider's grace period shortened, and the onboarding
+// namespaces given, and gives the container its part of the report (named part, called
+// title in the report); the environment stops and the part is kept when the container ends.
+func startFaultsEnv(part, title string, namespaces ...string) (a, b *env.ControlPlane) {
+	GinkgoHelper()
+	backend, err := env.BackendFromEnvironment()
+	Expect(err).NotTo(HaveOccurred())
+	if backend != env.BackendProcess {
+		Skip("the fault suite stops and starts API servers, which only the process backend can")
+	}
+	report = &reportPart{name: part, title: title, started: time.Now()}
+	report.load.start()
+	fe, err = env.Start(suiteCtx, env.Options{
+		Dir: filepath.Join(logDir, part), Log: GinkgoWriter, Backend: backend,
+		ControlPlanes: []env.ControlPlaneRef{{Name: "fault-a", Namespace: "faults-a"}, {Name: "fault-b", Namespace: "faults-b"}},
+		ProviderArgs:  []string{"--access-grace-period=" + accessGracePeriod.String()},
+	})
+	own := report
+	DeferCleanup(func() {
+		start := time.Now()
+		if err := fe.Stop(); err != nil {
+			fmt.Fprintf(GinkgoWriter, "stopping the %s environment: %v\n", part, err)
+		}
+		own.teardown = time.Since(start)
+		own.finished = time.Now()
+		own.load.end()
+		keepReport(own)
+	})
+	Expect(err).NotTo(HaveOccurred())
+	report.bringUp = time.Since(report.started)
+	recordTiming(part+": bring-up", report.bringUp)
+	a, b = fe.ControlPlane("fault-a"), fe.ControlPlane("fault-b")
+	for _, ns := range append([]string{a.Namespace, b.Namespace}, namespaces...) {
+		Expect(fe.Onboarding.Client.Create(suiteCtx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+	}
+	return a, b
+}
 
 const loadNamespace = "faults-load"
 
