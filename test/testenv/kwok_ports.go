@@ -3,7 +3,6 @@ package testenv
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -27,26 +26,13 @@ import (
 var kwokPortRange = [2]int{20000, 30000}
 
 // reserveAPIServerPort reserves a free port for a kwok cluster's API server; release gives
-// it back. Callers hold the kwokctl create lock, so reservations do not race each other.
+// it back.
 func reserveAPIServerPort(dir string) (port int, release func(), err error) {
-	dir = filepath.Join(dir, "kwok-ports")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return 0, nil, err
+	port, release, err = reservePort(filepath.Join(dir, "kwok-ports"), kwokPortRange)
+	if err != nil {
+		return 0, nil, fmt.Errorf("a port for a kwok API server: %w", err)
 	}
-	span := kwokPortRange[1] - kwokPortRange[0]
-	first := rand.IntN(span)
-	for i := range span {
-		p := kwokPortRange[0] + (first+i)%span
-		file := filepath.Join(dir, strconv.Itoa(p))
-		if reservedByLiveProcess(file) || !portFree(p) {
-			continue
-		}
-		if err := os.WriteFile(file, []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
-			return 0, nil, err
-		}
-		return p, func() { _ = os.Remove(file) }, nil
-	}
-	return 0, nil, fmt.Errorf("no free port for a kwok API server in [%d, %d)", kwokPortRange[0], kwokPortRange[1])
+	return port, release, nil
 }
 
 // reservedByLiveProcess says whether the reservation file names a process that still runs.

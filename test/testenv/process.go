@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -174,37 +173,6 @@ func StopProcesses(ps ...*Process) error {
 		errs = append(errs, p.Stop())
 	}
 	return errors.Join(errs...)
-}
-
-// FreeLoopbackAddr returns "127.0.0.1:<port>" with a port that was free a moment ago.
-func FreeLoopbackAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
-// FreeLoopbackAddrs returns n distinct addresses like FreeLoopbackAddr, holding each port
-// until all are chosen so that none is handed out twice.
-func FreeLoopbackAddrs(n int) ([]string, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	out := make([]string, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		out = append(out, l.Addr().String())
-	}
-	return out, nil
 }
 
 // runCommand runs a short command and returns its combined output in the error.
