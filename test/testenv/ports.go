@@ -22,19 +22,29 @@ var loopbackPortRange = [2]int{10000, 20000}
 // listens, each reserved for this process until it exits (a process of the tests that
 // is stopped and started again keeps its address).
 func FreeLoopbackAddrs(n int) ([]string, error) {
-	dir, err := ToolsDir()
-	if err != nil {
-		return nil, err
-	}
 	out := make([]string, 0, n)
 	for range n {
-		port, _, err := reservePort(filepath.Join(dir, "loopback-ports"), loopbackPortRange)
+		port, err := freePort()
 		if err != nil {
-			return nil, fmt.Errorf("a port on loopback: %w", err)
+			return nil, err
 		}
 		out = append(out, "127.0.0.1:"+strconv.Itoa(port))
 	}
 	return out, nil
+}
+
+// freePort is a port of loopbackPortRange on which nothing listens on any address,
+// reserved for this process until it exits.
+func freePort() (int, error) {
+	dir, err := ToolsDir()
+	if err != nil {
+		return 0, err
+	}
+	port, _, err := reservePort(filepath.Join(dir, "loopback-ports"), loopbackPortRange)
+	if err != nil {
+		return 0, fmt.Errorf("a port for a process of the tests: %w", err)
+	}
+	return port, nil
 }
 
 // reservePort reserves a port of span on which nothing listens: a file named after the

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
@@ -52,12 +53,11 @@ func StartRegistryOn(ctx context.Context, log io.Writer, dir, ip string) (*OCIRe
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	addr := l.Addr().String()
-	_ = l.Close()
+	addr := net.JoinHostPort(ip, strconv.Itoa(port))
 	ca, err := NewCertificateAuthority("testenv registry CA")
 	if err != nil {
 		return nil, err
