@@ -135,7 +135,7 @@ func releaseSharedEnv() {
 
 var _ = AfterSuite(releaseSharedEnv)
 
-var _ = ReportAfterSuite("timings", func(r Report) {
+var _ = ReportAfterSuite("timings and reports", func(r Report) {
 	// Printed to stdout, so that it shows in every run's output. With parallel processes
 	// this runs on the first, after every process has finished, with all their specs.
 	fmt.Println("e2e timings:")
@@ -146,6 +146,7 @@ var _ = ReportAfterSuite("timings", func(r Report) {
 			}
 		}
 	}
+	reliabilityReport(r) // from the parts in runDir, so before it is removed
 	if !r.SuiteSucceeded {
 		fmt.Printf("the logs of every process are kept in %s\n", runDir)
 		writeFailureDigest(r)

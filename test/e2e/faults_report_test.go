@@ -228,7 +228,10 @@ func keepReport(p *reportPart) {
 	}
 }
 
-var _ = ReportAfterSuite("reliability report", func(sr Report) {
+// reliabilityReport joins the fault containers' parts, prints the report and, when
+// RELIABILITY_REPORT names a file and every fault spec ran, writes it there. It runs in
+// the suite's ReportAfterSuite, before the run's folder with the parts is removed.
+func reliabilityReport(sr Report) {
 	var rows, summaries []string
 	for _, part := range reportParts {
 		data, err := os.ReadFile(reportFile(part))
@@ -277,7 +280,7 @@ var _ = ReportAfterSuite("reliability report", func(sr Report) {
 		return
 	}
 	fmt.Printf("reliability report written to %s\n", path)
-})
+}
 
 // renderReport is the generated part of reliability.md: the table of every part's rows and
 // what each part took.
