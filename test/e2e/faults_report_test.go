@@ -61,7 +61,14 @@ var report = &reportPart{}
 
 // reportParts are the names of the fault containers' parts, in the order the report shows
 // their rows.
-var reportParts = []string{"faults", "faults-load"}
+var reportParts = []string{singleFaultsPart, loadFaultPart}
+
+// The names of the two fault containers' parts: their report files and their folders in
+// the run's log folder.
+const (
+	singleFaultsPart = "faults"
+	loadFaultPart    = "faults-load"
+)
 
 // loadSampler reads /proc/loadavg every few seconds, to say how busy the machine was.
 type loadSampler struct {

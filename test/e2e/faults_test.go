@@ -51,7 +51,7 @@ var _ = Describe("faults", Ordered, ContinueOnFailure, Label("faults"), SpecPrio
 	cpA := func() *env.ControlPlane { return a }
 	cpB := func() *env.ControlPlane { return b }
 
-	BeforeAll(func() { a, b = startFaultsEnv("faults", "the faults") })
+	BeforeAll(func() { a, b = startFaultsEnv(singleFaultsPart, "the faults") })
 
 	// The faults in the order they run, each group in a file faults_<topic>_test.go (the
 	// hand-overs in handover_test.go).
@@ -70,7 +70,7 @@ var _ = Describe("faults under load", Ordered, ContinueOnFailure, Label("faults"
 	var a, b *env.ControlPlane
 	BeforeAll(func() {
 		releaseSharedEnv() // every container that used it has run (Serial)
-		a, b = startFaultsEnv("faults-load", "the fault under load", loadNamespace)
+		a, b = startFaultsEnv(loadFaultPart, "the fault under load", loadNamespace)
 	})
 	platformRestartSpecs(func() *env.ControlPlane { return a }, func() *env.ControlPlane { return b })
 })
