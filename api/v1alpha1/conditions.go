@@ -160,6 +160,11 @@ const (
 	// operation in flight (or the source's new shard has not handled it yet); the
 	// HelmRelease's entry in status.managedResources says what it waits for.
 	ReasonFluxShardMoveWaiting = "FluxShardMoveWaiting"
+	// ReasonFluxReleaseForced: the Normal event when the provider asked helm-controller
+	// for a forced upgrade of a HelmRelease it left reporting an action in flight, long
+	// after the action's timeout, although the release is deployed with the Kro's chart
+	// (fluxcd/helm-controller#1409).
+	ReasonFluxReleaseForced = "FluxReleaseForced"
 	// ReasonAccessDenied: openmcp denied the provider's AccessRequest for the ControlPlane.
 	// During a deletion a denied request counts as access gone.
 	ReasonAccessDenied = "AccessDenied"

@@ -12,6 +12,7 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/version"
@@ -97,17 +98,24 @@ func (r *Applier) ReconcileHelmRelease(ctx context.Context, s *step.Scope) (step
 	if err := s.Record.Annotate(hr); err != nil {
 		return step.Proceed, err
 	}
-	var shardWait string
+	var shardWait, forced string
 	ours, err := owned.ApplyOwned(ctx, r.Platform, r.PlatformReader, hr, &helmv2.HelmRelease{}, func(current client.Object) (bool, error) {
-		var until time.Time
-		shardWait, until = HoldReleaseShard(hr, current, s.Repo, s.FluxShard, time.Now())
-		if !until.IsZero() {
-			s.Requeue(time.Until(until))
+		now := time.Now()
+		var until, stuckAt time.Time
+		shardWait, until = HoldReleaseShard(hr, current, s.Repo, s.FluxShard, now)
+		forced, stuckAt = ForceStuckRelease(hr, current, s.Version.ChartVersion, now)
+		for _, at := range []time.Time{until, stuckAt} {
+			if !at.IsZero() {
+				s.Requeue(at.Sub(now))
+			}
 		}
 		if err := stampInstall(hr, current); err != nil {
 			return false, err
 		}
 		wait, err := releaseWaitsForSource(s.Repo, current, hr)
+		if wait {
+			forced = "" // not applied: asked for at the next apply
+		}
 		return !wait, err
 	})
 	if err != nil {
@@ -117,6 +125,10 @@ func (r *Applier) ReconcileHelmRelease(ctx context.Context, s *step.Scope) (step
 		s.Obs.OwnershipConflict(v1alpha1.ConditionHelmReleaseReady,
 			owned.ConflictMessage(s.Kro, "HelmRelease", "the platform cluster", hr, fluxConflictAdvice))
 		return step.Waiting, nil
+	}
+	if forced != "" {
+		r.Recorder.Eventf(s.Kro, nil, corev1.EventTypeNormal, v1alpha1.ReasonFluxReleaseForced, "ForceRelease", "HelmRelease %s/%s: %s",
+			hr.Namespace, hr.Name, forced)
 	}
 	status, message := readFlux(hr, s.Before)
 	managed := managedFlux(hr, status, WithoutShardWait(message))

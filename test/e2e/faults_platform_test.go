@@ -9,6 +9,7 @@ import (
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -97,6 +98,15 @@ func platformRestartSpecs(cpA, cpB func() *env.ControlPlane) {
 		slices.Sort(after)
 		row.note("all %d Ready, after the API server was back: the first %s, half of them %s, the last %s",
 			len(cps), ms(after[0]), ms(after[(len(after)-1)/2]), ms(after[len(after)-1]))
+		var forced []string
+		Expect(fe.Platform.Client.List(suiteCtx, &hrs)).To(Succeed())
+		for _, hr := range hrs.Items {
+			if strings.HasPrefix(hr.Annotations[meta.ForceRequestAnnotation], "stuck-release/") {
+				forced = append(forced, hr.Namespace)
+			}
+		}
+		row.note("the provider forced %d HelmReleases that helm-controller left saying an install ran although it was deployed (fluxcd/helm-controller#1409)%s",
+			len(forced), strings.Join(append([]string{""}, forced...), " "))
 		row.converged(time.Since(restarted), "after the API server was back", time.Since(created), "after the Kros were created")
 		deleteAndCheck(row, cps...)
 	})
