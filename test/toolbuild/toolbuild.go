@@ -104,7 +104,8 @@ const buildFlags = "-s -w"
 // key hashes everything that decides the binary: the wrapper module's go.mod, go.sum and Go
 // files (a few wrappers hold a main package), the package, the flags, the platform and the
 // Go version. Every tool is built static (CGO_ENABLED=0), so that the binaries the tests run
-// as processes also go into the kind node's images (test/kind) without a libc.
+// as processes also go into the kind node's images (test/kind) without a libc; CGOEnv
+// builds them with cgo instead, to measure the difference.
 func (t Tool) key(root string) (string, error) {
 	h := sha256.New()
 	files, err := filepath.Glob(filepath.Join(root, t.ModuleDir, "*.go"))
@@ -120,7 +121,7 @@ func (t Tool) key(root string) (string, error) {
 		fmt.Fprintf(h, "%s %d\n", filepath.Base(f), len(data))
 		h.Write(data)
 	}
-	fmt.Fprintln(h, t.Package, t.LDFlags, buildFlags, "CGO_ENABLED=0", runtime.GOOS, runtime.GOARCH, runtime.Version())
+	fmt.Fprintln(h, t.Package, t.LDFlags, buildFlags, cgoSetting(), runtime.GOOS, runtime.GOARCH, runtime.Version())
 	return hex.EncodeToString(h.Sum(nil))[:16], nil
 }
 
@@ -210,7 +211,7 @@ func buildModule(ctx context.Context, log io.Writer, tools []Tool) (map[string]s
 	}
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = filepath.Join(root, moduleDir)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd.Env = append(os.Environ(), cgoSetting())
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("building %s: %w\n%s", strings.Join(names, ", "), err, msg)
 	}
@@ -360,6 +361,20 @@ func firstLine(s string) string {
 	return line
 }
 
+// CGOEnv names the variable that, set to 1, builds the tools with cgo (CGO_ENABLED=1, as
+// the tools were built before they were made static), for a side-by-side measurement: the
+// keys differ, so both builds can be kept in one ToolsDir, but the kind node images need
+// the static ones (docs/measurements/builds.md).
+const CGOEnv = "TESTENV_TOOLS_CGO"
+
+// cgoSetting is the CGO_ENABLED setting the tools are built with.
+func cgoSetting() string {
+	if os.Getenv(CGOEnv) == "1" {
+		return "CGO_ENABLED=1"
+	}
+	return "CGO_ENABLED=0"
+}
+
 // BuildLanesEnv names the variable that sets how many wrapper modules ToolPaths builds
 // side by side (default DefaultBuildLanes; 1 builds one module after another).
 const BuildLanesEnv = "TESTENV_BUILD_LANES"
@@ -439,7 +454,7 @@ func Download(ctx context.Context, log io.Writer, tools ...Tool) error {
 		}
 		cmd := exec.CommandContext(ctx, "go", args...)
 		cmd.Dir = filepath.Join(root, m)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		cmd.Env = append(os.Environ(), cgoSetting())
 		var stderr strings.Builder // "go: downloading ..." lines, and the go command's errors
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()
