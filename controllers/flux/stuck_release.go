@@ -36,8 +36,8 @@ import (
 // release that is in sync changes nothing that runs: Helm writes a new revision with the
 // same objects.
 
-// stuckReleasePrefix starts the provider's force requests.
-const stuckReleasePrefix = "stuck-release/"
+// StuckReleasePrefix starts the provider's force requests.
+const StuckReleasePrefix = "stuck-release/"
 
 // stuckReleaseMargin is how long after its timeout an action that is still reported in
 // flight counts as stuck: the time helm-controller takes to record the action's end.
@@ -66,7 +66,7 @@ func ForceStuckRelease(desired, current client.Object, wanted string, now time.T
 		return "", time.Time{}
 	}
 	request := hr.GetAnnotations()[meta.ReconcileRequestAnnotation]
-	if !strings.HasPrefix(request, stuckReleasePrefix) || hr.GetAnnotations()[meta.ForceRequestAnnotation] != request {
+	if !strings.HasPrefix(request, StuckReleasePrefix) || hr.GetAnnotations()[meta.ForceRequestAnnotation] != request {
 		request = "" // none, or someone else's: not the provider's to keep
 	}
 	asked := ""
@@ -78,7 +78,7 @@ func ForceStuckRelease(desired, current client.Object, wanted string, now time.T
 			keepRequest(desired, request)
 			return "", stuckAt
 		}
-		if episode := stuckReleasePrefix + since.UTC().Format(time.RFC3339); request != episode {
+		if episode := StuckReleasePrefix + since.UTC().Format(time.RFC3339); request != episode {
 			request = episode
 			asked = fmt.Sprintf("helm-controller reports %q since %s, yet revision %d is deployed with chart %s: "+
 				"a forced upgrade was requested (%s=%s, fluxcd/helm-controller#1409)",

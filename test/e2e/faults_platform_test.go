@@ -14,6 +14,7 @@ import (
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/openmcp-project/service-provider-kro/controllers/flux"
 	"github.com/openmcp-project/service-provider-kro/test/e2e/env"
 )
 
@@ -101,7 +102,7 @@ func platformRestartSpecs(cpA, cpB func() *env.ControlPlane) {
 		var forced []string
 		Expect(fe.Platform.Client.List(suiteCtx, &hrs)).To(Succeed())
 		for _, hr := range hrs.Items {
-			if strings.HasPrefix(hr.Annotations[meta.ForceRequestAnnotation], "stuck-release/") {
+			if strings.HasPrefix(hr.Annotations[meta.ForceRequestAnnotation], flux.StuckReleasePrefix) {
 				forced = append(forced, hr.Namespace)
 			}
 		}
