@@ -26,6 +26,9 @@ const (
 	Namespace = "service-provider-kro-system"
 	// ServiceAccount is the provider's identity on both clusters.
 	ServiceAccount = "service-provider-kro"
+	// MetricsReaderRole is the ClusterRole that lets its subjects GET the provider's
+	// /metrics; the platform overlay ships it unbound, for Prometheus.
+	MetricsReaderRole = "service-provider-kro-metrics-reader"
 )
 
 // Dir is the config folder of the source tree this package was compiled from; it is

@@ -83,11 +83,11 @@ func TestOpenMCPArguments(t *testing.T) {
 					g.Expect(o.leaderElectionNS).To(Equal("openmcp-system"))
 					g.Expect(o.leaderElect).To(Equal(replicas > 1))
 					g.Expect(o.identity()).To(Equal("service-provider-kro.prod-eu"))
-					g.Expect(o.metricsSecure).To(BeFalse())
 					if m.IsEnabled() {
+						g.Expect(o.metricsSecure).To(BeFalse(), "openmcp asks for plain HTTP")
 						g.Expect(o.metricsAddr).To(Equal(fmt.Sprintf(":%d", m.GetPort())))
 					} else {
-						g.Expect(o.metricsAddr).To(Equal(":8080"), "openmcp leaves the provider's default")
+						g.Expect(o.metricsAddr).To(Equal("0"), "metrics disabled in the ServiceProvider: no endpoint at all")
 					}
 					_, err = o.logger(&stderr)
 					g.Expect(err).NotTo(HaveOccurred())

@@ -12,14 +12,17 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/openmcp-project/service-provider-kro/config"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
 
-// TestSecureMetrics: with --metrics-secure=true the metrics are served over HTTPS, and
-// only to a caller whose token the platform cluster (where Prometheus' ServiceAccount
-// lives) authenticates and authorizes for GET /metrics; --metrics-secure=false is the
+// TestSecureMetrics: by default (--metrics-secure=true) the metrics are served over HTTPS,
+// and only to a caller whose token the platform cluster (where Prometheus' ServiceAccount
+// lives) authenticates and authorizes for GET /metrics: the shipped ClusterRole
+// service-provider-kro-metrics-reader gives that right. --metrics-secure=false is the
 // plain HTTP the other tests scrape.
 func TestSecureMetrics(t *testing.T) {
 	g := NewWithT(t)
@@ -32,13 +35,11 @@ func TestSecureMetrics(t *testing.T) {
 	// Prometheus' ServiceAccount may GET /metrics; another one may not.
 	g.Expect(platform.Client.Create(ctx, namespace("monitoring"))).To(Succeed())
 	g.Expect(platform.Client.Create(ctx, namespace("kro-provider"))).To(Succeed())
-	g.Expect(platform.Client.Create(ctx, &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: "metrics-reader"},
-		Rules:      []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}},
-	})).To(Succeed())
+	reader := shippedClusterRole(g, config.PlatformOverlay, config.MetricsReaderRole)
+	g.Expect(platform.Client.Create(ctx, reader)).To(Succeed())
 	g.Expect(platform.Client.Create(ctx, &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "prometheus-metrics-reader"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "metrics-reader"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: reader.Name},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "monitoring", Name: "prometheus"}},
 	})).To(Succeed())
 	token := func(name string) string {
@@ -54,7 +55,7 @@ func TestSecureMetrics(t *testing.T) {
 	addrs, err := testenv.FreeLoopbackAddrs(2)
 	g.Expect(err).NotTo(HaveOccurred())
 	runProvider(t, []string{"run", "--onboarding-kubeconfig", obPath, "--platform-kubeconfig", pfPath,
-		"--pod-namespace", "kro-provider", "--metrics-bind-address", addrs[0], "--metrics-secure=true",
+		"--pod-namespace", "kro-provider", "--metrics-bind-address", addrs[0],
 		"--health-probe-bind-address", addrs[1]})
 
 	insecure := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the self-signed certificate of a test
@@ -88,4 +89,19 @@ func TestSecureMetrics(t *testing.T) {
 		defer func() { _ = resp.Body.Close() }()
 		g.Expect(resp.StatusCode).To(Equal(http.StatusBadRequest), "plain HTTP is not served")
 	}
+}
+
+// shippedClusterRole is the ClusterRole name as the overlay of config/ renders it.
+func shippedClusterRole(g Gomega, overlay, name string) *rbacv1.ClusterRole {
+	objs, err := config.Render(overlay)
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, o := range objs {
+		if o.GetKind() == "ClusterRole" && o.GetName() == name {
+			role := &rbacv1.ClusterRole{}
+			g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, role)).To(Succeed())
+			return role
+		}
+	}
+	g.Expect(name).To(BeEmpty(), "config/%s renders no ClusterRole %s", overlay, name)
+	return nil
 }

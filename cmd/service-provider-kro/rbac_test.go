@@ -98,7 +98,7 @@ func TestOpenMCPModeWithGeneratedRBAC(t *testing.T) {
 		"--provider-name", rbacProvider,
 		"--pod-namespace", config.Namespace,
 		"--leader-elect", "--leader-election-namespace", config.Namespace,
-		"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", probeAddr,
+		"--metrics-bind-address", metricsAddr, "--metrics-secure=false", "--health-probe-bind-address", probeAddr,
 	}
 	stop, done := e.startProvider(t, args)
 

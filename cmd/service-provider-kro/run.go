@@ -60,8 +60,8 @@ func (o *runOptions) bind(fs *flag.FlagSet) {
 	fs.IntVar(&o.concurrency, "max-concurrent-reconciles", 10, "how many Kros are reconciled at once")
 	fs.Float64Var(&o.qps, "kube-api-qps", clusters.DefaultQPS, "requests per second the provider makes to the onboarding and to the platform cluster, each, in the long run")
 	fs.IntVar(&o.burst, "kube-api-burst", clusters.DefaultBurst, "requests the provider may make to the onboarding and to the platform cluster, each, in a burst above --kube-api-qps")
-	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the metrics endpoint; 0 disables it")
-	fs.BoolVar(&o.metricsSecure, "metrics-secure", false, "serve metrics over HTTPS, only to clients the platform cluster authenticates and authorizes for GET /metrics (TokenReview and SubjectAccessReview); false serves plain HTTP")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "address of the metrics endpoint; 0 disables it")
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS, only to clients the platform cluster authenticates and authorizes for GET /metrics (TokenReview and SubjectAccessReview, see the ClusterRole service-provider-kro-metrics-reader); false serves plain HTTP to anyone who reaches the port")
 	fs.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "with --metrics-secure, the folder holding tls.crt and tls.key for the metrics endpoint (default: a self-signed certificate made at start)")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of the health and readiness endpoints")
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "address of Go's pprof endpoints (/debug/pprof/), for profiling; 0 disables them")
@@ -111,6 +111,11 @@ func parseRun(args []string, stderr io.Writer) (*runOptions, error) {
 	}
 	if a := reach.AccessMode(o.access); a != "" && a != reach.AccessStandalone && a != reach.AccessOpenMCP {
 		return nil, fmt.Errorf("--controlplane-access=%s: want %s or %s", a, reach.AccessStandalone, reach.AccessOpenMCP)
+	}
+	// openmcp-operator passes the metrics flags unless the ServiceProvider disables metrics:
+	// then it passes none, and the endpoint stays off rather than open on the default port.
+	if o.underOpenMCP() && !flagSet(fs, "metrics-bind-address") {
+		o.metricsAddr = "0"
 	}
 	return o, nil
 }
@@ -321,4 +326,11 @@ func logStart(log logr.Logger, o *runOptions, access reach.AccessMode) {
 	log.Info("starting service-provider-kro", "provider", o.providerName, "environment", o.claimEnvironment(),
 		"podNamespace", o.podNamespace, "controlPlaneAccess", access, "leaderElection", o.leaderElect, "sharding", o.sharding, "shardID", o.shardID,
 		"metricsSecure", o.metricsSecure)
+}
+
+// flagSet says whether the command line set the flag name.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

@@ -383,7 +383,7 @@ func (h *harness) startProvider(ctx context.Context) error {
 	h.procs++
 	args := []string{"run",
 		"--onboarding-kubeconfig", h.obKube, "--platform-kubeconfig", h.plKube, "--pod-namespace", podNamespace,
-		"--metrics-bind-address", addrs[0], "--health-probe-bind-address", addrs[1]}
+		"--metrics-bind-address", addrs[0], "--metrics-secure=false", "--health-probe-bind-address", addrs[1]}
 	if h.cfg.CPUProfile > 0 {
 		h.pprof = addrs[2]
 		args = append(args, "--pprof-bind-address", addrs[2])

@@ -51,7 +51,7 @@ func (s *shardHarness) startReplicas(ctx context.Context) error {
 			plHost: strings.TrimPrefix(host, "https://")}
 		r.args = append([]string{"run",
 			"--onboarding-kubeconfig", s.obKube, "--platform-kubeconfig", path, "--pod-namespace", podNamespace,
-			"--metrics-bind-address", addrs[0], "--health-probe-bind-address", addrs[1],
+			"--metrics-bind-address", addrs[0], "--metrics-secure=false", "--health-probe-bind-address", addrs[1],
 			"--sharding", "--shard-id=" + id, "--shard-lease-duration=" + s.sc.LeaseDuration.String(),
 			"--zap-time-encoding=rfc3339nano"}, s.cfg.ProviderFlags...)
 		if r.proc, err = testenv.StartProcess("provider-"+id, s.cfg.WorkDir, []string{"HOME=" + s.cfg.WorkDir}, s.bin, r.args...); err != nil {

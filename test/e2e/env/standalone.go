@@ -69,7 +69,7 @@ func (e *Env) StartDocumentedProvider(ctx context.Context) (*testenv.Process, st
 	if err != nil {
 		return nil, log.String(), err
 	}
-	script := fmt.Sprintf("cd %q && exec %s --metrics-bind-address %s --health-probe-bind-address %s", work, cmds[1], addrs[0], addrs[1])
+	script := fmt.Sprintf("cd %q && exec %s --metrics-bind-address %s --metrics-secure=false --health-probe-bind-address %s", work, cmds[1], addrs[0], addrs[1])
 	p, err := testenv.StartProcess("documented-provider", filepath.Join(e.Dir, "standalone"),
 		[]string{"HOME=" + e.Dir, "PATH=" + e.toolPath()}, "bash", "-euo", "pipefail", "-c", script)
 	if err != nil {
