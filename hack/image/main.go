@@ -4,7 +4,7 @@
 // Timestamps are SOURCE_DATE_EPOCH or the Unix epoch, so the same binaries give the same
 // digest. The Dockerfile builds the same image with Docker (see dockerfile_test.go).
 //
-//	go run ./hack/image [-bin bin] [-version-file VERSION] [-out bin/image]
+//	go run ./hack/image [-bin bin] [-version-file VERSION | -version V] [-out bin/image]
 //	go run ./hack/image -verify [-out bin/image]   # check a written layout, build nothing
 //
 // Push the layout with any OCI tool, e.g. crane push bin/image REF, or with
@@ -28,21 +28,24 @@ import (
 func main() {
 	bin := flag.String("bin", "bin", "directory holding <os>-<arch>/"+ociimage.Title+" for each platform")
 	versionFile := flag.String("version-file", "VERSION", "file holding the version (label and tag)")
+	versionFlag := flag.String("version", "", "the version (label and tag); overrides -version-file, e.g. for a release from a tag")
 	out := flag.String("out", "bin/image", "OCI image layout directory to write (replaced) or, with -verify, to check")
 	verify := flag.Bool("verify", false, "only check the layout in -out: the platforms, the config, the files and that each binary is an ELF file for its platform")
 	flag.Parse()
-	if err := run(*bin, *versionFile, *out, *verify); err != nil {
+	if err := run(*bin, *versionFile, *versionFlag, *out, *verify); err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)
 		os.Exit(1)
 	}
 }
 
-func run(bin, versionFile, out string, verifyOnly bool) error {
-	v, err := os.ReadFile(versionFile)
-	if err != nil {
-		return err
+func run(bin, versionFile, version, out string, verifyOnly bool) error {
+	if version == "" {
+		v, err := os.ReadFile(versionFile)
+		if err != nil {
+			return err
+		}
+		version = strings.TrimSpace(string(v))
 	}
-	version := strings.TrimSpace(string(v))
 	created, err := ociimage.CreatedFromEnv()
 	if err != nil {
 		return err

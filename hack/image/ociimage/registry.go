@@ -28,7 +28,8 @@ type RegistryOptions struct {
 	PlainHTTP bool
 }
 
-func (o RegistryOptions) parse(reference string) (name.Reference, []remote.Option, error) {
+// Parse parses reference and returns it with the remote options that reach its registry.
+func (o RegistryOptions) Parse(reference string) (name.Reference, []remote.Option, error) {
 	var nameOpts []name.Option
 	if o.PlainHTTP {
 		nameOpts = append(nameOpts, name.Insecure)
@@ -55,7 +56,7 @@ func (o RegistryOptions) parse(reference string) (name.Reference, []remote.Optio
 // Push uploads idx, its images and their blobs to reference (registry/repository:tag or
 // @digest) and returns the index's digest.
 func Push(ctx context.Context, idx v1.ImageIndex, reference string, opts RegistryOptions) (v1.Hash, error) {
-	ref, ropts, err := opts.parse(reference)
+	ref, ropts, err := opts.Parse(reference)
 	if err != nil {
 		return v1.Hash{}, err
 	}
@@ -76,7 +77,7 @@ func PushLayout(ctx context.Context, dir, reference string, opts RegistryOptions
 
 // PullIndex returns the image index at reference. Blobs are fetched when they are read.
 func PullIndex(ctx context.Context, reference string, opts RegistryOptions) (v1.ImageIndex, error) {
-	ref, ropts, err := opts.parse(reference)
+	ref, ropts, err := opts.Parse(reference)
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +88,7 @@ func PullIndex(ctx context.Context, reference string, opts RegistryOptions) (v1.
 // platform would pick it from an index (a plain image must be of the platform too).
 // Layers are fetched when they are read (e.g. by ExtractFile).
 func Pull(ctx context.Context, reference string, platform v1.Platform, opts RegistryOptions) (v1.Image, error) {
-	ref, ropts, err := opts.parse(reference)
+	ref, ropts, err := opts.Parse(reference)
 	if err != nil {
 		return nil, err
 	}
