@@ -125,19 +125,8 @@ func main() {
 
 // Release publishes the release o describes and returns what it published.
 func Release(ctx context.Context, o Options) (*Manifest, error) {
-	if o.Version == "" {
-		v, err := os.ReadFile("VERSION")
-		if err != nil {
-			return nil, fmt.Errorf("no -version and no VERSION file: %w", err)
-		}
-		o.Version = strings.TrimSpace(string(v))
-	}
-	if o.Commit == "" {
-		head, err := exec.CommandContext(ctx, "git", "rev-parse", "HEAD").Output()
-		if err != nil {
-			return nil, fmt.Errorf("finding the commit (pass -commit): %w", err)
-		}
-		o.Commit = strings.TrimSpace(string(head))
+	if err := o.defaults(ctx); err != nil {
+		return nil, err
 	}
 	tmpl, err := os.ReadFile(o.Constructor)
 	if err != nil {
@@ -147,60 +136,20 @@ func Release(ctx context.Context, o Options) (*Manifest, error) {
 	if err != nil {
 		return nil, err
 	}
-	idx, tag, err := ociimage.ReadLayoutRef(o.Layout)
-	if err != nil {
-		return nil, err
-	}
-	if tag != o.Version {
-		return nil, fmt.Errorf("the image in %s is tagged %q, not the release's version %q: build it with that version", o.Layout, tag, o.Version)
-	}
-	digest, err := idx.Digest()
-	if err != nil {
-		return nil, err
-	}
 	if err := os.RemoveAll(o.Out); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return nil, err
 	}
-	m := &Manifest{Version: o.Version, Commit: o.Commit, Digest: digest.String(), Pushed: o.Push, Bundles: map[string]string{}}
-	m.Image = o.ImageRepository + ":" + o.Version + "@" + digest.String()
-	if o.Push {
-		pushed, err := ociimage.Push(ctx, idx, o.ImageRepository+":"+o.Version, o.Registry)
-		if err != nil {
-			return nil, fmt.Errorf("pushing the image: %w", err)
-		}
-		if pushed != digest {
-			return nil, fmt.Errorf("the registry stored the image as %s, the layout has %s", pushed, digest)
-		}
-	}
-	image := config.Image{Repository: o.ImageRepository, Tag: o.Version, Digest: digest.String()}
-	for _, overlay := range []string{config.OnboardingOverlay, config.PlatformOverlay} {
-		data, err := config.Bundle(overlay, image)
-		if err != nil {
+	m := &Manifest{Version: o.Version, Commit: o.Commit, Pushed: o.Push, Bundles: map[string]string{}}
+	for _, step := range []func(context.Context, Options, *Manifest) error{pushImage, writeBundles} {
+		if err := step(ctx, o, m); err != nil {
 			return nil, err
 		}
-		file := "service-provider-kro-" + overlay + ".yaml"
-		if err := os.WriteFile(filepath.Join(o.Out, file), data, 0o644); err != nil {
-			return nil, err
-		}
-		m.Bundles[overlay] = file
 	}
-	descriptor, comp, err := ocm.Descriptor(rendered, imageResource, m.Image, o.OCMRepository)
-	if err != nil {
+	if err := pushComponent(ctx, o, m, rendered); err != nil {
 		return nil, err
-	}
-	m.Component.Name, m.Component.Version, m.Component.Repository = comp.Name, comp.Version, comp.Repository(o.OCMRepository)
-	if err := os.WriteFile(filepath.Join(o.Out, ocm.DescriptorFile), descriptor, 0o644); err != nil {
-		return nil, err
-	}
-	if o.Push {
-		d, err := ocm.Push(ctx, descriptor, comp, o.OCMRepository, o.Registry)
-		if err != nil {
-			return nil, fmt.Errorf("pushing the OCM component: %w", err)
-		}
-		m.Component.Digest = d.String()
 	}
 	if err := writeBinaries(o); err != nil {
 		return nil, err
@@ -213,6 +162,91 @@ func Release(ctx context.Context, o Options) (*Manifest, error) {
 		return nil, err
 	}
 	return m, writeChecksums(o.Out)
+}
+
+// defaults fills in the version from VERSION and the commit from git.
+func (o *Options) defaults(ctx context.Context) error {
+	if o.Version == "" {
+		v, err := os.ReadFile("VERSION")
+		if err != nil {
+			return fmt.Errorf("no -version and no VERSION file: %w", err)
+		}
+		o.Version = strings.TrimSpace(string(v))
+	}
+	if o.Commit == "" {
+		head, err := exec.CommandContext(ctx, "git", "rev-parse", "HEAD").Output()
+		if err != nil {
+			return fmt.Errorf("finding the commit (pass -commit): %w", err)
+		}
+		o.Commit = strings.TrimSpace(string(head))
+	}
+	return nil
+}
+
+// pushImage pushes the layout's image under the version and records its digest.
+func pushImage(ctx context.Context, o Options, m *Manifest) error {
+	idx, tag, err := ociimage.ReadLayoutRef(o.Layout)
+	if err != nil {
+		return err
+	}
+	if tag != o.Version {
+		return fmt.Errorf("the image in %s is tagged %q, not the release's version %q: build it with that version", o.Layout, tag, o.Version)
+	}
+	digest, err := idx.Digest()
+	if err != nil {
+		return err
+	}
+	m.Digest = digest.String()
+	m.Image = o.ImageRepository + ":" + o.Version + "@" + m.Digest
+	if !o.Push {
+		return nil
+	}
+	pushed, err := ociimage.Push(ctx, idx, o.ImageRepository+":"+o.Version, o.Registry)
+	if err != nil {
+		return fmt.Errorf("pushing the image: %w", err)
+	}
+	if pushed != digest {
+		return fmt.Errorf("the registry stored the image as %s, the layout has %s", pushed, digest)
+	}
+	return nil
+}
+
+// writeBundles writes one install bundle per cluster with the image pinned by digest.
+func writeBundles(_ context.Context, o Options, m *Manifest) error {
+	image := config.Image{Repository: o.ImageRepository, Tag: o.Version, Digest: m.Digest}
+	for _, overlay := range []string{config.OnboardingOverlay, config.PlatformOverlay} {
+		data, err := config.Bundle(overlay, image)
+		if err != nil {
+			return err
+		}
+		file := "service-provider-kro-" + overlay + ".yaml"
+		if err := os.WriteFile(filepath.Join(o.Out, file), data, 0o644); err != nil {
+			return err
+		}
+		m.Bundles[overlay] = file
+	}
+	return nil
+}
+
+// pushComponent writes the OCM component descriptor naming the pushed image and pushes it.
+func pushComponent(ctx context.Context, o Options, m *Manifest, rendered []byte) error {
+	descriptor, comp, err := ocm.Descriptor(rendered, imageResource, m.Image, o.OCMRepository)
+	if err != nil {
+		return err
+	}
+	m.Component.Name, m.Component.Version, m.Component.Repository = comp.Name, comp.Version, comp.Repository(o.OCMRepository)
+	if err := os.WriteFile(filepath.Join(o.Out, ocm.DescriptorFile), descriptor, 0o644); err != nil {
+		return err
+	}
+	if !o.Push {
+		return nil
+	}
+	d, err := ocm.Push(ctx, descriptor, comp, o.OCMRepository, o.Registry)
+	if err != nil {
+		return fmt.Errorf("pushing the OCM component: %w", err)
+	}
+	m.Component.Digest = d.String()
+	return nil
 }
 
 // writeBinaries copies each platform's binary into the release, with its SBOM beside it.

@@ -53,7 +53,7 @@ var _ = Describe("on kind clusters", Ordered, Label("kind"), func() {
 	}
 	expectKroRunning := func(g Gomega, cp *env.ControlPlane, chartVersion string) {
 		d := kroDeployment(g, cp)
-		g.Expect(d.Spec.Template.Spec.Containers[0].Image).To(Equal("registry.k8s.io/kro/kro:" + chartVersion))
+		g.Expect(d.Spec.Template.Spec.Containers[0].Image).To(Equal(ke.KroImageRepository() + ":" + chartVersion))
 		g.Expect(d.Status.ObservedGeneration).To(Equal(d.Generation))
 		g.Expect(d.Status.AvailableReplicas).To(Equal(int32(1)), "kro's Deployment on %s: %+v", cp.Name, d.Status)
 		g.Expect(d.Status.UpdatedReplicas).To(Equal(int32(1)))
@@ -75,20 +75,20 @@ var _ = Describe("on kind clusters", Ordered, Label("kind"), func() {
 		fmt.Fprintf(GinkgoWriter, "kind through the docker wrapper: %t\n", ke.DockerWrapped())
 	})
 
-	It("installs the provider by the commands of docs/operations.md, as a pod from the image task image builds", func() {
+	It("installs the provider from the release's bundles by the commands of docs/operations.md, its image pulled by digest with the ServiceAccount's pull secret", func() {
 		var out string
-		measure("kind: documented install → provider Available", func() {
+		measure("kind: documented install from the release → provider Available", func() {
 			var err error
 			out, err = ke.InstallProvider(suiteCtx)
 			Expect(err).NotTo(HaveOccurred(), out)
 		})
-		image, err := env.ProviderImage()
-		Expect(err).NotTo(HaveOccurred())
 		pods := providerPods(Default)
 		Expect(pods).To(HaveLen(1))
-		Expect(pods[0].Spec.Containers[0].Image).To(Equal(image))
+		Expect(pods[0].Spec.Containers[0].Image).To(Equal(ke.Release.PinnedImage()))
+		Expect(pods[0].Spec.ImagePullSecrets).NotTo(BeEmpty(), "the ServiceAccount's pull secret")
 		Expect(pods[0].Status.Phase).To(Equal(corev1.PodRunning))
 		Expect(pods[0].Status.ContainerStatuses[0].Ready).To(BeTrue())
+		Expect(pods[0].Status.ContainerStatuses[0].ImageID).To(HaveSuffix(ke.Release.Digest), "the image the node pulled")
 	})
 
 	It("makes a Kro Ready on each ControlPlane, with kro running there as a pod", func() {
@@ -102,6 +102,14 @@ var _ = Describe("on kind clusters", Ordered, Label("kind"), func() {
 				expectKroRunning(g, cp2, "0.9.4")
 			})
 		})
+		for _, cp := range []*env.ControlPlane{cp1, cp2} {
+			var pods corev1.PodList
+			Expect(cp.Client.List(suiteCtx, &pods, client.InNamespace(owned.KroNamespace))).To(Succeed())
+			Expect(pods.Items).To(HaveLen(1), "kro's pod on %s", cp.Name)
+			Expect(pods.Items[0].Spec.ImagePullSecrets).To(ContainElement(corev1.LocalObjectReference{Name: env.PullSecretName}),
+				"kro's pod pulls with the secret the provider copied")
+			Expect(pods.Items[0].Status.ContainerStatuses[0].ImageID).To(HavePrefix(ke.KroImageRepository()+"@sha256:"), "pulled from the registry on %s", cp.Name)
+		}
 		mem, err := ke.KindNodeMemory(suiteCtx)
 		Expect(err).NotTo(HaveOccurred())
 		fmt.Fprintf(GinkgoWriter, "memory of the kind nodes with the provider, Flux and kro running:\n%s\n", mem)
@@ -179,16 +187,21 @@ var _ = Describe("on kind clusters", Ordered, Label("kind"), func() {
 		})
 	})
 
-	It("answers its probes and serves its metrics through its Service", func() {
+	itUpgradesInvisibly(func() *env.Env { return ke })
+
+	It("answers its probes through its Service, and its metrics only to a caller allowed to read them", func() {
 		for path, want := range map[string]string{
-			"services/service-provider-kro:probes/proxy/healthz":  "ok",
-			"services/service-provider-kro:probes/proxy/readyz":   "ok",
-			"services/service-provider-kro:metrics/proxy/metrics": "controller_runtime_reconcile_total",
+			"services/service-provider-kro:probes/proxy/healthz": "ok",
+			"services/service-provider-kro:probes/proxy/readyz":  "ok",
 		} {
 			body, err := servicesProxy(ke, path)
 			Expect(err).NotTo(HaveOccurred(), path)
 			Expect(body).To(ContainSubstring(want), path)
 		}
+		// The API server's service proxy passes no token on: the metrics answer 401.
+		_, err := servicesProxy(ke, "services/https:service-provider-kro:metrics/proxy/metrics")
+		Expect(apierrors.IsUnauthorized(err)).To(BeTrue(), "through the Service without a token: %v", err)
+		expectMetricsAccess(ke)
 	})
 
 	It("runs with the shipped RBAC and nothing more", func() {

@@ -24,14 +24,21 @@ failCgroupV1: false
 
 const snapshotterEnv = "KIND_EXPERIMENTAL_CONTAINERD_SNAPSHOTTER"
 
+// registryHosts has containerd read a registry's host configuration from CertsDir (kind's
+// own containerd configuration does not set config_path), where TrustRegistry writes it.
+var registryHosts = `[plugins."io.containerd.grpc.v1.cri".registry]
+  config_path = "` + CertsDir + `"
+`
+
 // Config is the kind configuration of a single-node cluster on image, its API server
 // published on 127.0.0.1.
 func Config(image string) *v1alpha4.Cluster {
 	cfg := &v1alpha4.Cluster{
-		TypeMeta:             v1alpha4.TypeMeta{Kind: "Cluster", APIVersion: "kind.x-k8s.io/v1alpha4"},
-		Nodes:                []v1alpha4.Node{{Role: v1alpha4.ControlPlaneRole, Image: image}},
-		Networking:           v1alpha4.Networking{APIServerAddress: "127.0.0.1"},
-		KubeadmConfigPatches: []string{kubeletOnCgroupV1},
+		TypeMeta:                v1alpha4.TypeMeta{Kind: "Cluster", APIVersion: "kind.x-k8s.io/v1alpha4"},
+		Nodes:                   []v1alpha4.Node{{Role: v1alpha4.ControlPlaneRole, Image: image}},
+		Networking:              v1alpha4.Networking{APIServerAddress: "127.0.0.1"},
+		KubeadmConfigPatches:    []string{kubeletOnCgroupV1},
+		ContainerdConfigPatches: []string{registryHosts},
 	}
 	v1alpha4.SetDefaultsCluster(cfg)
 	return cfg

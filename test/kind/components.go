@@ -81,20 +81,7 @@ func components(images []string, bins map[string]string, proxyBase string) ([]co
 // writeComponent writes c as a Docker image archive (what `ctr images import` and
 // `docker load` read), tagged with all of c.tags, for this machine's platform.
 func writeComponent(c component, file string) error {
-	platform := "linux/" + runtime.GOARCH
-	spec := ociimage.Spec{
-		Platforms:  []string{platform},
-		BinaryPath: c.inImage,
-		Entrypoint: c.entrypoint,
-		User:       c.user,
-		Env:        []string{"PATH=" + ociimage.DefaultPATH},
-		Labels:     map[string]string{ociimage.LabelSource: ociimage.Source, ociimage.LabelTitle: path.Base(c.inImage)},
-		RootFS:     rootfs.FS,
-		Dirs:       []ociimage.Dir{{Path: "/tmp", Mode: 0o777 | fs.ModeSticky}},
-		Created:    time.Unix(0, 0).UTC(),
-		Base:       c.base,
-	}
-	idx, err := ociimage.Build(spec, map[string]string{platform: c.binary})
+	idx, err := c.index()
 	if err != nil {
 		return err
 	}
@@ -114,4 +101,22 @@ func writeComponent(c component, file string) error {
 		return err
 	}
 	return tarball.MultiRefWriteToFile(file, refs)
+}
+
+// index builds c as an image index of this machine's platform.
+func (c component) index() (v1.ImageIndex, error) {
+	platform := "linux/" + runtime.GOARCH
+	spec := ociimage.Spec{
+		Platforms:  []string{platform},
+		BinaryPath: c.inImage,
+		Entrypoint: c.entrypoint,
+		User:       c.user,
+		Env:        []string{"PATH=" + ociimage.DefaultPATH},
+		Labels:     map[string]string{ociimage.LabelSource: ociimage.Source, ociimage.LabelTitle: path.Base(c.inImage)},
+		RootFS:     rootfs.FS,
+		Dirs:       []ociimage.Dir{{Path: "/tmp", Mode: 0o777 | fs.ModeSticky}},
+		Created:    time.Unix(0, 0).UTC(),
+		Base:       c.base,
+	}
+	return ociimage.Build(spec, map[string]string{platform: c.binary})
 }

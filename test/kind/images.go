@@ -1,6 +1,7 @@
 package kind
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,8 +14,8 @@ import (
 	"github.com/openmcp-project/service-provider-kro/hack/image/ociimage"
 )
 
-// Image is an image of one static binary, as the kind e2e loads them into its nodes:
-// Flux's controllers and kro's, built from their modules.
+// Image is an image of one static binary, as the kind e2e pushes them to the registry its
+// nodes pull from: Flux's controllers and kro's, built from their modules.
 type Image struct {
 	// Tags the image answers to in the nodes, e.g. registry.k8s.io/kro/kro:0.9.4.
 	Tags []string
@@ -28,6 +29,21 @@ type Image struct {
 // `kind load image-archive` reads) to file.
 func (img Image) WriteArchive(file string) error {
 	return writeComponent(component{tags: img.Tags, binary: img.Binary, inImage: img.Path, entrypoint: []string{img.Path}, user: img.User}, file)
+}
+
+// Push pushes img for this machine's platform to each of its tags in a registry, as a
+// platform team mirrors an image into the registry its nodes pull from.
+func (img Image) Push(ctx context.Context, opts ociimage.RegistryOptions) error {
+	idx, err := component{tags: img.Tags, binary: img.Binary, inImage: img.Path, entrypoint: []string{img.Path}, user: img.User}.index()
+	if err != nil {
+		return err
+	}
+	for _, t := range img.Tags {
+		if _, err := ociimage.Push(ctx, idx, t, opts); err != nil {
+			return fmt.Errorf("pushing %s: %w", t, err)
+		}
+	}
+	return nil
 }
 
 // LayoutArchive picks this machine's platform from the OCI image layout in dir (what

@@ -137,11 +137,13 @@ type ControlPlane struct {
 
 // Env is the running environment.
 type Env struct {
-	Backend                  Backend
-	Dir                      string
-	Onboarding, Platform     *Cluster
-	ControlPlanes            []*ControlPlane
-	Registry                 *testenv.OCIRegistry
+	Backend              Backend
+	Dir                  string
+	Onboarding, Platform *Cluster
+	ControlPlanes        []*ControlPlane
+	Registry             *testenv.OCIRegistry
+	// Release is what the kind backend installs the provider from (pushKindImages).
+	Release                  *Release
 	ChartURL                 string
 	ProviderName             string
 	PodNamespace             string
@@ -354,6 +356,9 @@ func (e *Env) AccessSecret(cp *ControlPlane) *corev1.Secret {
 // registry with its pull secret; v0.9.4 also passes it as image pull secret to the chart.
 func (e *Env) ProviderConfig() *v1alpha1.ProviderConfig {
 	values, _ := json.Marshal(map[string]any{"imagePullSecrets": []map[string]string{{"name": PullSecretName}}})
+	if e.Backend == BackendKind {
+		return e.kindProviderConfig()
+	}
 	return &v1alpha1.ProviderConfig{
 		ObjectMeta: metav1.ObjectMeta{Name: e.ProviderName},
 		Spec: v1alpha1.ProviderConfigSpec{
@@ -408,7 +413,7 @@ func (e *Env) runProvider(ctx context.Context, name, logDir string, extra ...str
 		"--pod-namespace", e.PodNamespace,
 		"--controlplane-access", string(reach.AccessStandalone),
 		"--controlplane-probe-interval", "5s",
-		"--metrics-bind-address", addrs[0],
+		"--metrics-bind-address", addrs[0], "--metrics-secure=false", // scraped over plain HTTP
 		"--health-probe-bind-address", addrs[1],
 	}, append(slices.Clone(e.providerArgs), extra...)...)
 	p, err := testenv.StartProcess(name, filepath.Join(e.Dir, logDir), []string{"HOME=" + e.Dir}, e.ProviderBinary, args...)

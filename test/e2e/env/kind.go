@@ -40,8 +40,9 @@ type kindBackend struct {
 
 // startKind starts the kind backend: a platform cluster, which is the onboarding cluster
 // too, and one cluster per ControlPlane, all from the offline node image. The registry
-// runs on the host at kind's network gateway, with kro's charts; Flux's controllers run as
-// pods on the platform cluster and kro's image is loaded into each ControlPlane's node.
+// runs on the host at kind's network gateway, with kro's charts, the provider's release
+// and Flux's and kro's images, which the nodes pull from it (pushKindImages); Flux's
+// controllers run as pods on the platform cluster.
 // The provider is installed by the commands of docs/operations.md (InstallProvider), which
 // the specs run themselves.
 func startKind(ctx context.Context, opts Options) (_ *Env, err error) {
@@ -128,7 +129,7 @@ func startKind(ctx context.Context, opts Options) (_ *Env, err error) {
 	}); err != nil {
 		return nil, err
 	}
-	if err := e.step("images", func() error { return e.loadKindImages(ctx) }); err != nil {
+	if err := e.step("release and images", func() error { return e.pushKindImages(ctx) }); err != nil {
 		return nil, err
 	}
 	if err := e.step("flux", func() error { return e.installFlux(ctx) }); err != nil {

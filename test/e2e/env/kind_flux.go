@@ -20,7 +20,8 @@ import (
 const FluxNamespace = "flux-system"
 
 // installFlux runs source-controller and helm-controller as Deployments on the platform
-// cluster, from the images loadKindImages built, the way Flux's own install does in
+// cluster, from the images pushKindImages pushed (pulled with the registry's credentials
+// through their ServiceAccounts' image pull secret), the way Flux's own install does in
 // spirit: a ServiceAccount each bound to cluster-admin, source-controller's artifacts
 // served through its Service, and the registry's CA as the only trusted root (the
 // registry is the only TLS server source-controller talks to; helm-controller reaches the
@@ -36,6 +37,7 @@ func (e *Env) installFlux(ctx context.Context) error {
 	c := e.Platform.Client
 	objs := []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: FluxNamespace}},
+		e.Registry.PullSecret(FluxNamespace, PullSecretName),
 		&corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Namespace: FluxNamespace, Name: "registry-ca"},
 			Data:       map[string]string{"ca.crt": string(e.Registry.CA.CertPEM)},
@@ -50,7 +52,10 @@ func (e *Env) installFlux(ctx context.Context) error {
 	}
 	for _, name := range []string{"source-controller", "helm-controller"} {
 		objs = append(objs,
-			&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: FluxNamespace, Name: name}},
+			&corev1.ServiceAccount{
+				ObjectMeta:       metav1.ObjectMeta{Namespace: FluxNamespace, Name: name},
+				ImagePullSecrets: []corev1.LocalObjectReference{{Name: PullSecretName}},
+			},
 			&rbacv1.ClusterRoleBinding{
 				ObjectMeta: metav1.ObjectMeta{Name: "flux-" + name},
 				RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
@@ -59,11 +64,11 @@ func (e *Env) installFlux(ctx context.Context) error {
 		)
 	}
 	objs = append(objs,
-		fluxDeployment("source-controller", fluxSourceImage, []string{
+		fluxDeployment("source-controller", e.fluxImage("source-controller", testenv.SourceControllerModule), []string{
 			"--storage-path=/data",
 			"--storage-adv-addr=source-controller.$(RUNTIME_NAMESPACE).svc.cluster.local.",
 		}, corev1.ContainerPort{Name: "http", ContainerPort: 9090}),
-		fluxDeployment("helm-controller", fluxHelmImage, nil),
+		fluxDeployment("helm-controller", e.fluxImage("helm-controller", testenv.HelmControllerModule), nil),
 	)
 	for _, o := range objs {
 		if err := createIfMissing(ctx, c, o); err != nil {

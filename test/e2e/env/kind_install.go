@@ -4,15 +4,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
@@ -65,24 +64,24 @@ func DocCommands(file, heading string) ([]string, error) {
 }
 
 // InstallProvider installs the provider on the platform cluster (which is the onboarding
-// cluster too) by running the commands of docs/operations.md, "Installing without
-// openmcp", as they are written, in a folder holding a copy of config/ and the kubeconfigs
-// onboarding.yaml and platform.yaml, with the environment's kubectl and the provider's
-// binary first on PATH. It then
-// gives the provider the registry's pull secret and the environment's ProviderConfig (the
-// documented sample is applied, then replaced: it names kro's public registry, which the
-// kind clusters cannot reach), and each
+// cluster too) from the release pushKindImages published, by running the commands of
+// docs/operations.md, "Installing without openmcp", as they are written: the block that
+// installs from the release's files, in a folder holding those files (what the block
+// before it downloads), the kubeconfigs onboarding.yaml and platform.yaml, and the
+// release's binary for this machine as service-provider-kro first on PATH, with the
+// registry's credentials in REGISTRY, REGISTRY_USER and REGISTRY_PASSWORD. It then gives
+// the provider the registry's pull secret and the environment's ProviderConfig (the
+// documented sample comes from GitHub, which the test does not reach), and each
 // ControlPlane by the commands of "Giving a ControlPlane to the provider". It returns the
 // commands' output.
 func (e *Env) InstallProvider(ctx context.Context) (string, error) {
+	return e.installRelease(ctx, e.Release)
+}
+
+func (e *Env) installRelease(ctx context.Context, r *Release) (string, error) {
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		return "", err
-	}
-	if e.ProviderBinary == "" { // the commands call the binary on the machine that runs them
-		if e.ProviderBinary, err = BuildProvider(ctx, io.Discard); err != nil {
-			return "", err
-		}
 	}
 	doc := filepath.Join(root, operationsDoc)
 	install, err := DocCommands(doc, installHeading)
@@ -93,14 +92,22 @@ func (e *Env) InstallProvider(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if len(install) < 2 || !strings.Contains(install[1], "apply -k config/platform") {
-		return "", fmt.Errorf("%s: the second sh block of %q is not the kustomize install:\n%s", operationsDoc, installHeading, strings.Join(install, "\n---\n"))
+	if len(install) < 3 || !strings.Contains(install[2], "apply -k .") || !strings.Contains(install[2], r.Bundles["platform"]) {
+		return "", fmt.Errorf("%s: the third sh block of %q is not the install from the release's bundles:\n%s", operationsDoc, installHeading, strings.Join(install, "\n---\n"))
 	}
-	work := filepath.Join(e.Dir, "install")
-	if err := os.MkdirAll(work, 0o755); err != nil {
+	work := filepath.Join(e.Dir, "install-"+r.Version)
+	if err := os.MkdirAll(filepath.Join(work, "bin"), 0o755); err != nil {
 		return "", err
 	}
-	if err := os.CopyFS(filepath.Join(work, "config"), os.DirFS(filepath.Join(root, "config"))); err != nil && !os.IsExist(err) {
+	if err := os.CopyFS(work, os.DirFS(r.Dir)); err != nil && !os.IsExist(err) {
+		return "", err
+	}
+	// The release's binary for this machine, as the documented download names it.
+	e.ProviderBinary = filepath.Join(work, "bin", "service-provider-kro")
+	if err := os.Rename(filepath.Join(work, "service-provider-kro_linux_"+runtime.GOARCH), e.ProviderBinary); err != nil {
+		return "", err
+	}
+	if err := os.Chmod(e.ProviderBinary, 0o755); err != nil {
 		return "", err
 	}
 	kc, err := os.ReadFile(e.KindKubeconfig("platform"))
@@ -113,23 +120,14 @@ func (e *Env) InstallProvider(ctx context.Context) (string, error) {
 		}
 	}
 	var log bytes.Buffer
-	if err := e.sh(ctx, work, &log, install[1]); err != nil {
+	if err := e.sh(ctx, work, &log, install[2], "REGISTRY="+e.Registry.Host, "REGISTRY_USER="+e.Registry.Username, "REGISTRY_PASSWORD="+e.Registry.Password); err != nil {
 		return log.String(), err
 	}
 	pc := e.Platform.Client
 	if err := createIfMissing(ctx, pc, e.Registry.PullSecret(e.PodNamespace, PullSecretName)); err != nil {
 		return log.String(), err
 	}
-	// The provider may be writing the sample's status meanwhile: retry on a conflict.
-	want := e.ProviderConfig()
-	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		got := want.DeepCopy()
-		if err := pc.Get(ctx, client.ObjectKeyFromObject(want), got); err != nil {
-			return fmt.Errorf("the documented sample ProviderConfig: %w", err)
-		}
-		got.Spec = want.Spec
-		return pc.Update(ctx, got)
-	}); err != nil {
+	if err := createIfMissing(ctx, pc, e.ProviderConfig()); err != nil {
 		return log.String(), err
 	}
 	if err := e.giveControlPlanes(ctx, work, &log, give[0]); err != nil {
@@ -166,4 +164,44 @@ func (e *Env) sh(ctx context.Context, dir string, log *bytes.Buffer, script stri
 		return fmt.Errorf("running the commands of %s: %w\n%s", operationsDoc, err, log.String())
 	}
 	return nil
+}
+
+// Where docs/releases.md keeps the commands of an upgrade.
+const (
+	releasesDoc    = "docs/releases.md"
+	upgradeHeading = "## Upgrading the provider"
+)
+
+// UpgradeProvider upgrades the provider installed by InstallProvider to the release r by
+// the commands of docs/releases.md, "Upgrading the provider", as they are written, in a
+// folder holding r's files and the installation's kustomization.yaml. It returns the
+// commands' output once the rollout is done.
+func (e *Env) UpgradeProvider(ctx context.Context, from, to *Release) (string, error) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	blocks, err := DocCommands(filepath.Join(root, releasesDoc), upgradeHeading)
+	if err != nil {
+		return "", err
+	}
+	work := filepath.Join(e.Dir, "install-"+to.Version)
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.CopyFS(work, os.DirFS(to.Dir)); err != nil && !os.IsExist(err) {
+		return "", err
+	}
+	for _, f := range []string{"kustomization.yaml", "onboarding.yaml", "platform.yaml"} {
+		data, err := os.ReadFile(filepath.Join(e.Dir, "install-"+from.Version, f))
+		if err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(filepath.Join(work, f), data, 0o600); err != nil {
+			return "", err
+		}
+	}
+	var log bytes.Buffer
+	err = e.sh(ctx, work, &log, blocks[0])
+	return log.String(), err
 }
