@@ -44,8 +44,13 @@ func TestEveryKustomizationRenders(t *testing.T) {
 			}
 			for _, o := range objs {
 				checkRBAC(t, o)
-				if !strings.HasPrefix(dir, "samples/") && o.GetNamespace() != "" && o.GetNamespace() != Namespace {
-					t.Errorf("%s %s is in namespace %q, not %s", o.GetKind(), o.GetName(), o.GetNamespace(), Namespace)
+				// Under openmcp the provider runs in openmcp-operator's namespace.
+				want := Namespace
+				if dir == "monitoring/openmcp" {
+					want = "openmcp-system"
+				}
+				if !strings.HasPrefix(dir, "samples/") && o.GetNamespace() != "" && o.GetNamespace() != want {
+					t.Errorf("%s %s is in namespace %q, not %s", o.GetKind(), o.GetName(), o.GetNamespace(), want)
 				}
 			}
 		})

@@ -44,10 +44,10 @@ var (
 )
 
 // registerMetrics adds the provider's metrics to a registry; the Kros are counted from
-// the onboarding cluster's cache when scraped. Under --sharding each replica counts only
+// the onboarding cluster's cache when scraped, the rollouts from the ProviderConfig's status. Under --sharding each replica counts only
 // the Kros it owns, so that the replicas' figures add up to the fleet's.
-func registerMetrics(reg prometheus.Registerer, kros client.Reader, shard *sharding.Membership) error {
-	for _, c := range []prometheus.Collector{reconcileOutcomes, timeToReady, kroCollector{kros, shard}} {
+func registerMetrics(reg prometheus.Registerer, kros client.Reader, shard *sharding.Membership, rollouts rolloutCollector) error {
+	for _, c := range []prometheus.Collector{reconcileOutcomes, timeToReady, kroCollector{kros, shard}, rollouts} {
 		if err := reg.Register(c); err != nil {
 			if _, already := err.(prometheus.AlreadyRegisteredError); !already { //nolint:errorlint // Register returns the value type, unwrapped
 				return err

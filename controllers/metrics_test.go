@@ -71,6 +71,9 @@ func TestMetrics(t *testing.T) {
 		g.Expect(metricValue(g, "service_provider_kro_controlplanes", map[string]string{"phase": "Engaged"})).To(BeNumerically(">=", 1))
 		g.Expect(metricValue(g, "service_provider_kro_resourcegraphdefinitions", map[string]string{"ready": "false"})).To(BeNumerically(">=", 1))
 		g.Expect(metricValue(g, "service_provider_kro_deletions_blocked", nil)).To(BeNumerically(">=", 0))
+		g.Expect(metricValue(g, "service_provider_kro_version_rollouts", map[string]string{"phase": string(v1alpha1.RolloutComplete)})).To(BeNumerically(">=", 1))
+		g.Expect(metricValue(g, "service_provider_kro_rollout_failed_kros", nil)).To(BeNumerically(">=", 0))
+		g.Expect(metricValue(g, "service_provider_kro_version_kros", map[string]string{"version": baseVersion, "ready": "true"})).To(BeNumerically(">=", 1))
 	}, timeout, interval).Should(Succeed())
 }
 

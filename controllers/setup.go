@@ -137,7 +137,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, platformConfig *rest.Config, o
 		return fmt.Errorf("registering ControlPlane metrics: %w", err)
 	}
 
-	if err := registerMetrics(metrics.Registry, mgr.GetClient(), o.Shard); err != nil {
+	if err := registerMetrics(metrics.Registry, mgr.GetClient(), o.Shard, rolloutCollector{platform.GetClient(), o.ProviderName}); err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
 	r := &KroReconciler{

@@ -6,7 +6,8 @@
 //	testbin           prints the folder that holds kube-apiserver and etcd (KUBEBUILDER_ASSETS)
 //	testbin -sandbox  builds every command the sandbox starts
 //	testbin -e2e      builds every command the end-to-end suite starts (openmcp-operator too)
-//	testbin -download -sandbox|-e2e  only downloads their modules (the build comes later)
+//	testbin -monitoring  builds promtool and rulemetrics, which test the monitoring kit
+//	testbin -download -sandbox|-e2e|-monitoring  only downloads their modules (the build comes later)
 package main
 
 import (
@@ -22,14 +23,18 @@ import (
 func main() {
 	sandbox := flag.Bool("sandbox", false, "build what the sandbox starts (toolbuild.SandboxTools) and print nothing")
 	e2e := flag.Bool("e2e", false, "build what the end-to-end suite starts (toolbuild.E2ETools) and print nothing")
-	download := flag.Bool("download", false, "with -sandbox or -e2e: download the modules they are built from and build nothing")
+	monitoring := flag.Bool("monitoring", false, "build what the monitoring kit's tests run (toolbuild.MonitoringTools) and print nothing")
+	download := flag.Bool("download", false, "with -sandbox, -e2e or -monitoring: download the modules they are built from and build nothing")
 	flag.Parse()
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()
-	if *sandbox || *e2e {
+	if *sandbox || *e2e || *monitoring {
 		tools := toolbuild.SandboxTools()
-		if *e2e {
+		switch {
+		case *e2e:
 			tools = toolbuild.E2ETools()
+		case *monitoring:
+			tools = toolbuild.MonitoringTools()
 		}
 		build := func() error { _, err := toolbuild.ToolPaths(ctx, os.Stderr, tools...); return err }
 		if *download {

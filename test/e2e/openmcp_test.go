@@ -29,6 +29,7 @@ import (
 	libutils "github.com/openmcp-project/openmcp-operator/lib/utils"
 
 	v1alpha1 "github.com/openmcp-project/service-provider-kro/api/v1alpha1"
+	"github.com/openmcp-project/service-provider-kro/config"
 	"github.com/openmcp-project/service-provider-kro/controllers/owned"
 	"github.com/openmcp-project/service-provider-kro/test/e2e/env"
 	"github.com/openmcp-project/service-provider-kro/test/testenv"
@@ -139,6 +140,8 @@ var _ = Describe("under openmcp-operator", Ordered, Label("openmcp"), SpecPriori
 		Expect(pods[0].Status.Phase).To(Equal(corev1.PodRunning))
 		Expect(pods[0].Spec.Containers[0].Args).To(HaveExactElements("run", "--environment="+om.OpenMCP.Environment,
 			"--verbosity=DEBUG", "--provider-name="+providerName, "--metrics-bind-address=:8080", "--metrics-secure=false"))
+		By("config/monitoring/openmcp's PodMonitor and NetworkPolicy select the pod and its metrics port")
+		expectMonitoringSelects(pods[0])
 		By("init registered the Kro kind on the ServiceProvider")
 		Expect(platform.Get(suiteCtx, obj(sp), sp)).To(Succeed())
 		Expect(sp.Status.Resources).To(ContainElement(metav1.GroupVersionKind{Group: v1alpha1.GroupVersion.Group, Version: v1alpha1.GroupVersion.Version, Kind: "Kro"}))
@@ -333,4 +336,45 @@ func notBeingDeleted(list client.ObjectList) []string {
 		}
 	}
 	return out
+}
+
+// expectMonitoringSelects renders config/monitoring/openmcp and checks that its PodMonitor
+// and NetworkPolicy select the pod openmcp-operator runs, by its labels and the name of
+// its metrics port.
+func expectMonitoringSelects(pod corev1.Pod) {
+	GinkgoHelper()
+	objs, err := config.Render("monitoring/openmcp")
+	Expect(err).NotTo(HaveOccurred())
+	var ports []string
+	for _, p := range pod.Spec.Containers[0].Ports {
+		ports = append(ports, p.Name)
+	}
+	checked := 0
+	for _, o := range objs {
+		var labels map[string]string
+		var port string
+		switch o.GetKind() {
+		case "PodMonitor":
+			labels, _, _ = unstructured.NestedStringMap(o.Object, "spec", "selector", "matchLabels")
+			endpoints, _, _ := unstructured.NestedSlice(o.Object, "spec", "podMetricsEndpoints")
+			Expect(endpoints).To(HaveLen(1))
+			port, _ = endpoints[0].(map[string]any)["port"].(string)
+		case "NetworkPolicy":
+			labels, _, _ = unstructured.NestedStringMap(o.Object, "spec", "podSelector", "matchLabels")
+			rules, _, _ := unstructured.NestedSlice(o.Object, "spec", "ingress")
+			Expect(rules).To(HaveLen(1))
+			rulePorts, _, _ := unstructured.NestedSlice(rules[0].(map[string]any), "ports")
+			Expect(rulePorts).To(HaveLen(1))
+			port, _ = rulePorts[0].(map[string]any)["port"].(string)
+		default:
+			continue
+		}
+		checked++
+		Expect(o.GetNamespace()).To(Equal(pod.Namespace), "%s %s", o.GetKind(), o.GetName())
+		for k, v := range labels {
+			Expect(pod.Labels).To(HaveKeyWithValue(k, v), "%s %s selects the pod", o.GetKind(), o.GetName())
+		}
+		Expect(ports).To(ContainElement(port), "%s %s names the pod's metrics port", o.GetKind(), o.GetName())
+	}
+	Expect(checked).To(Equal(2), "a PodMonitor and a NetworkPolicy")
 }

@@ -43,6 +43,8 @@ var (
 	Kwok                  = toolbuild.Kwok
 	Kwokctl               = toolbuild.Kwokctl
 	KroController         = toolbuild.KroController
+	Promtool              = toolbuild.Promtool
+	RuleMetrics           = toolbuild.RuleMetrics
 )
 
 // SandboxTools lists the commands StartE2E starts with.

@@ -42,6 +42,9 @@ type Tool struct {
 	Package string
 	// LDFlags are passed to the linker.
 	LDFlags string
+	// Tags are build tags (comma-separated); the tools of one wrapper module build in one
+	// go build, so a tag applies to all of them that are built together.
+	Tags string
 }
 
 // RepoRoot finds the repository root from the working directory upwards.
@@ -112,6 +115,13 @@ func (t Tool) key(root string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if strings.HasPrefix(t.Package, "./") { // a main package of the wrapper module's own
+		own, err := filepath.Glob(filepath.Join(root, t.ModuleDir, t.Package, "*.go"))
+		if err != nil {
+			return "", err
+		}
+		files = append(files, own...)
+	}
 	for _, f := range append([]string{filepath.Join(root, t.ModuleDir, "go.mod"), filepath.Join(root, t.ModuleDir, "go.sum")}, files...) {
 		data, err := os.ReadFile(f)
 		noSum := errors.Is(err, os.ErrNotExist) && filepath.Base(f) == "go.sum" // a module without dependencies
@@ -122,6 +132,9 @@ func (t Tool) key(root string) (string, error) {
 		h.Write(data)
 	}
 	fmt.Fprintln(h, t.Package, t.LDFlags, buildFlags, cgoSetting(), runtime.GOOS, runtime.GOARCH, runtime.Version())
+	if t.Tags != "" { // after the line above, so that the keys of the tools without tags stay as they were
+		fmt.Fprintln(h, "tags", t.Tags)
+	}
 	return hex.EncodeToString(h.Sum(nil))[:16], nil
 }
 
@@ -193,10 +206,14 @@ func buildModule(ctx context.Context, log io.Writer, tools []Tool) (map[string]s
 	start := time.Now()
 	names := make([]string, len(todo))
 	ldflags := []string{buildFlags}
+	var tags []string
 	for i, t := range todo {
 		names[i] = t.Name
 		if t.LDFlags != "" && !slices.Contains(ldflags, t.LDFlags) {
 			ldflags = append(ldflags, t.LDFlags) // an -X flag only touches the package it names
+		}
+		if t.Tags != "" && !slices.Contains(tags, t.Tags) {
+			tags = append(tags, t.Tags)
 		}
 	}
 	fmt.Fprintf(log, "testenv: building %s from %s (once; cached in %s)\n", strings.Join(names, ", "), moduleDir, binDir)
@@ -206,6 +223,9 @@ func buildModule(ctx context.Context, log io.Writer, tools []Tool) (map[string]s
 	}
 	defer os.RemoveAll(out)
 	args := []string{"build", "-o", out + string(os.PathSeparator), "-ldflags", strings.Join(ldflags, " ")}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
 	for _, t := range todo {
 		args = append(args, t.Package)
 	}

@@ -151,3 +151,18 @@ var OpenMCPOperator = Tool{
 func E2ETools() []Tool {
 	return append(SandboxTools(), OpenMCPOperator)
 }
+
+// MonitoringModule is the wrapper module of the monitoring kit's tools.
+const MonitoringModule = "hack/tools/monitoring"
+
+// Promtool unit-tests the alerts of config/monitoring (promtool test rules), and
+// RuleMetrics lists the metrics and labels those rules read (hack/tools/monitoring).
+var (
+	// remove_all_sd leaves out Prometheus' service discoveries (AWS, Azure, GCE, ... SDKs):
+	// promtool's rule tests need none of them, and they were most of its build.
+	Promtool    = Tool{Name: "promtool", ModuleDir: MonitoringModule, Package: "github.com/prometheus/prometheus/cmd/promtool", Tags: "remove_all_sd"}
+	RuleMetrics = Tool{Name: "rulemetrics", ModuleDir: MonitoringModule, Package: "./rulemetrics"}
+)
+
+// MonitoringTools are the tools the monitoring kit's tests run.
+func MonitoringTools() []Tool { return []Tool{Promtool, RuleMetrics} }
