@@ -138,6 +138,27 @@ func (t Tool) key(root string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil))[:16], nil
 }
 
+// buildArgs is the go build command line that builds todo, tools of one wrapper module,
+// into the folder out: their packages, their linker flags and their build tags.
+func buildArgs(out string, todo []Tool) []string {
+	ldflags := []string{buildFlags}
+	var tags, packages []string
+	for _, t := range todo {
+		if t.LDFlags != "" && !slices.Contains(ldflags, t.LDFlags) {
+			ldflags = append(ldflags, t.LDFlags) // an -X flag only touches the package it names
+		}
+		if t.Tags != "" && !slices.Contains(tags, t.Tags) {
+			tags = append(tags, t.Tags)
+		}
+		packages = append(packages, t.Package)
+	}
+	args := []string{"build", "-o", out + string(os.PathSeparator), "-ldflags", strings.Join(ldflags, " ")}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	return append(args, packages...)
+}
+
 // cached is where the tool's binary is kept once built.
 func (t Tool) cached(root string) (string, error) {
 	key, err := t.key(root)
@@ -205,16 +226,8 @@ func buildModule(ctx context.Context, log io.Writer, tools []Tool) (map[string]s
 
 	start := time.Now()
 	names := make([]string, len(todo))
-	ldflags := []string{buildFlags}
-	var tags []string
 	for i, t := range todo {
 		names[i] = t.Name
-		if t.LDFlags != "" && !slices.Contains(ldflags, t.LDFlags) {
-			ldflags = append(ldflags, t.LDFlags) // an -X flag only touches the package it names
-		}
-		if t.Tags != "" && !slices.Contains(tags, t.Tags) {
-			tags = append(tags, t.Tags)
-		}
 	}
 	fmt.Fprintf(log, "testenv: building %s from %s (once; cached in %s)\n", strings.Join(names, ", "), moduleDir, binDir)
 	out, err := os.MkdirTemp(binDir, ".build-")
@@ -222,14 +235,7 @@ func buildModule(ctx context.Context, log io.Writer, tools []Tool) (map[string]s
 		return nil, err
 	}
 	defer os.RemoveAll(out)
-	args := []string{"build", "-o", out + string(os.PathSeparator), "-ldflags", strings.Join(ldflags, " ")}
-	if len(tags) > 0 {
-		args = append(args, "-tags", strings.Join(tags, ","))
-	}
-	for _, t := range todo {
-		args = append(args, t.Package)
-	}
-	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd := exec.CommandContext(ctx, "go", buildArgs(out, todo)...)
 	cmd.Dir = filepath.Join(root, moduleDir)
 	cmd.Env = append(os.Environ(), cgoSetting())
 	if msg, err := cmd.CombinedOutput(); err != nil {

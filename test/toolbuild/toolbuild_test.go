@@ -173,3 +173,29 @@ func TestDownloadListsWithoutBuilding(t *testing.T) {
 		t.Errorf("a missing package: got %v, want an error naming %s", err, moduleDir)
 	}
 }
+
+// TestBuildArgs: the tools of one module build in one go build, with every linker flag and
+// build tag among them once, and a tag changes a tool's cache key.
+func TestBuildArgs(t *testing.T) {
+	a := Tool{Name: "a", ModuleDir: "hack/tools/pause", Package: "x/a", LDFlags: "-X a.v=1", Tags: "t1"}
+	b := Tool{Name: "b", ModuleDir: "hack/tools/pause", Package: "./b", Tags: "t1"}
+	got := strings.Join(buildArgs("/out", []Tool{a, b}), " ")
+	want := "build -o /out/ -ldflags " + buildFlags + " -X a.v=1 -tags t1 x/a ./b"
+	if got != want {
+		t.Errorf("buildArgs: %q, want %q", got, want)
+	}
+	if got := strings.Join(buildArgs("/out", []Tool{{Package: "p"}}), " "); strings.Contains(got, "-tags") {
+		t.Errorf("no tags, but %q", got)
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	untagged := a
+	untagged.Tags = ""
+	k1, err1 := a.key(root)
+	k2, err2 := untagged.key(root)
+	if err1 != nil || err2 != nil || k1 == k2 {
+		t.Errorf("keys with and without a tag: %s %s (%v, %v)", k1, k2, err1, err2)
+	}
+}
