@@ -164,7 +164,7 @@ func (p *preflightRun) report(w io.Writer) error {
 		fmt.Fprintf(w, "\n%d to fix before the switch: the provider would stall on them.\n", fixes)
 		return &exitError{code: preflightToFix, err: fmt.Errorf("preflight: %d to fix before the switch", fixes)}
 	}
-	fmt.Fprintln(w, "\nnothing to fix: the switch can go ahead (docs/operations.md, \"Taking over from the earlier provider\").")
+	fmt.Fprintln(w, "\nnothing to fix: the switch can go ahead (docs/migration.md, \"Taking over from the earlier provider\").")
 	return nil
 }
 

@@ -204,7 +204,7 @@ func (p *preflightRun) checkEarlierInstallations(ctx context.Context) error {
 		}
 	}
 	if earlier > 0 {
-		p.noteThat("%s of kro by the earlier provider (HelmRelease %s): this provider takes them over in place, without an uninstall; stop the earlier provider before starting this one (docs/operations.md, \"Taking over from the earlier provider\")",
+		p.noteThat("%s of kro by the earlier provider (HelmRelease %s): this provider takes them over in place, without an uninstall; stop the earlier provider before starting this one (docs/migration.md, \"Taking over from the earlier provider\")",
 			plural(earlier, "installation"), handover.EarlierHelmReleaseName)
 		return nil
 	}

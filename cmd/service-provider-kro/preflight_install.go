@@ -110,7 +110,7 @@ func (p *preflightRun) checkEarlierProvider(ctx context.Context) error {
 	if len(running) > 0 {
 		p.toFix("the earlier provider still runs on the platform cluster: %s; two providers would act on the same Kros and undo each other's work. "+
 			"Under openmcp delete its ServiceProvider (or scale its Deployment to 0 and keep it there), standalone stop it; wait until its pods are gone, then start this provider "+
-			"(docs/operations.md, \"Taking over from the earlier provider\")", strings.Join(running, ", "))
+			"(docs/migration.md, \"Taking over from the earlier provider\")", strings.Join(running, ", "))
 		return nil
 	}
 	p.ok("the earlier provider (%s before %s) does not run in %s on the platform cluster", imageName, firstRelease, where)

@@ -24,7 +24,7 @@ import (
 // userDocs are the docs users read; the measurement records are not among them.
 var userDocs = []string{
 	"README.md", "CHANGELOG.md", "CONTRIBUTING.md", "config/README.md",
-	"docs/api.md", "docs/operations.md", "docs/architecture.md", "docs/rbac.md", "docs/testing.md",
+	"docs/api.md", "docs/operations.md", "docs/migration.md", "docs/releases.md", "docs/architecture.md", "docs/rbac.md", "docs/testing.md",
 	"docs/reference/flags.md",
 }
 
@@ -367,4 +367,32 @@ func headingAnchors(t *testing.T, file string) []string {
 		out = append(out, b.String())
 	}
 	return out
+}
+
+// TestImageReferencesAreTheRelease: every reference to the provider's image in a user doc
+// names the release VERSION is making (VERSION without its pre-release part), except in
+// the migration guide, which quotes the earlier provider's images.
+func TestImageReferencesAreTheRelease(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(root(t), "VERSION"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	release, _, _ := strings.Cut(strings.TrimSpace(string(data)), "-")
+	ref := regexp.MustCompile(`ghcr\.io/openmcp-project/images/service-provider-kro:([A-Za-z0-9._-]+)`)
+	found := 0
+	for file, text := range docs(t) {
+		if file == "docs/migration.md" {
+			continue
+		}
+		for _, m := range ref.FindAllStringSubmatch(text, -1) {
+			found++
+			if m[1] != release && m[1] != "vX.Y.Z" { // the placeholder of docs/releases.md
+
+				t.Errorf("%s names %s: the release is %s", file, m[0], release)
+			}
+		}
+	}
+	if found == 0 {
+		t.Error("no doc names the provider's image with a tag")
+	}
 }
