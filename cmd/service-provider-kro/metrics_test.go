@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"io"
 	"net/http"
 	"testing"
 	"time"
@@ -58,19 +56,10 @@ func TestSecureMetrics(t *testing.T) {
 		"--pod-namespace", "kro-provider", "--metrics-bind-address", addrs[0],
 		"--health-probe-bind-address", addrs[1]})
 
-	insecure := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the self-signed certificate of a test
 	scrape := func(g Gomega, bearer string) (int, string) {
-		req, err := http.NewRequest(http.MethodGet, "https://"+addrs[0]+"/metrics", nil)
+		code, body, err := testenv.GetMetrics(context.Background(), "https://"+addrs[0]+"/metrics", bearer)
 		g.Expect(err).NotTo(HaveOccurred())
-		if bearer != "" {
-			req.Header.Set("Authorization", "Bearer "+bearer)
-		}
-		resp, err := insecure.Do(req)
-		g.Expect(err).NotTo(HaveOccurred())
-		defer func() { _ = resp.Body.Close() }()
-		body, err := io.ReadAll(resp.Body)
-		g.Expect(err).NotTo(HaveOccurred())
-		return resp.StatusCode, string(body)
+		return code, body
 	}
 	g.Eventually(func(g Gomega) {
 		code, body := scrape(g, prometheus)

@@ -3,9 +3,7 @@
 package e2e
 
 import (
-	"crypto/tls"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"time"
@@ -23,6 +21,7 @@ import (
 
 	"github.com/openmcp-project/service-provider-kro/config"
 	"github.com/openmcp-project/service-provider-kro/test/e2e/env"
+	"github.com/openmcp-project/service-provider-kro/test/testenv"
 )
 
 // expectMetricsAccess reads the provider's metrics as Prometheus does, from inside the
@@ -52,19 +51,10 @@ func expectMetricsAccess(ke *env.Env) {
 	Expect(c.List(suiteCtx, pods, client.InNamespace(env.KindPodNamespace), client.MatchingLabels{"app.kubernetes.io/name": "service-provider-kro"})).To(Succeed())
 	Expect(pods.Items).To(HaveLen(1))
 	local := portForward(ke, pods.Items[0].Name, 8443)
-	insecure := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the provider's self-signed certificate
 	get := func(g Gomega, bearer string) (int, string) {
-		req, err := http.NewRequestWithContext(suiteCtx, http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/metrics", local), nil)
+		code, body, err := testenv.GetMetrics(suiteCtx, fmt.Sprintf("https://127.0.0.1:%d/metrics", local), bearer)
 		g.Expect(err).NotTo(HaveOccurred())
-		if bearer != "" {
-			req.Header.Set("Authorization", "Bearer "+bearer)
-		}
-		resp, err := insecure.Do(req)
-		g.Expect(err).NotTo(HaveOccurred())
-		defer func() { _ = resp.Body.Close() }()
-		body, err := io.ReadAll(resp.Body)
-		g.Expect(err).NotTo(HaveOccurred())
-		return resp.StatusCode, string(body)
+		return code, body
 	}
 	// RBAC reaches the authorizer's cache within a few seconds.
 	Eventually(func(g Gomega) {
