@@ -180,8 +180,13 @@ func itUpgradesInvisibly(keOf func() *env.Env) {
 			g.Expect(lw.holders).NotTo(BeEmpty())
 			g.Expect(lw.holders[len(lw.holders)-1]).To(HavePrefix(pod.Name), "the new pod leads: %v", lw.holders)
 		})
-		started, err := workersStarted(ke, pod.Name)
-		Expect(err).NotTo(HaveOccurred())
+		// Holding the Lease, the new leader syncs its caches before its workers start: on a
+		// busy machine that takes seconds.
+		var started time.Time
+		Eventually(func() (err error) {
+			started, err = workersStarted(ke, pod.Name)
+			return err
+		}).WithContext(suiteCtx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
 		// Ten more seconds: the new leader has re-verified both Kros by then.
 		time.Sleep(10 * time.Second)
 		stop()

@@ -105,7 +105,12 @@ func StartKwokCluster(ctx context.Context, log io.Writer, opts KwokClusterOption
 	if err != nil {
 		return nil, err
 	}
-	c.releasePort = release
+	componentPorts, releaseComponents, err := reserveComponentPorts(cacheDir)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	c.releasePort = func() { release(); releaseComponents() }
 	configPath := filepath.Join(dir, "kwokctl.yaml")
 	// The controller manager and the scheduler run without leader election: each is the
 	// only one of its cluster, and with it each exits once it cannot renew its lease for
@@ -116,7 +121,7 @@ func StartKwokCluster(ctx context.Context, log io.Writer, opts KwokClusterOption
 kind: KwokctlConfiguration
 options:
   bindAddress: 127.0.0.1
-componentsPatches:
+`+componentPorts+`componentsPatches:
 - name: kube-controller-manager
   extraArgs:
   - key: leader-elect

@@ -25,6 +25,36 @@ import (
 // and up on Linux), which every ":0" listener of the tests takes.
 var kwokPortRange = [2]int{20000, 30000}
 
+// kwokComponentPorts are the KwokctlConfiguration options of the other ports a kwok
+// cluster listens on. kwokctl would pick them as it picks the API server's, and a
+// component that exited and is started again (a kube-controller-manager, see
+// restartExited) found its port taken by a cluster made meanwhile: etcd of ControlPlane
+// shard-0 failed "bind: address already in use" on a port a controller manager of a
+// parallel process had held (CI, 2026-12-08). So they are reserved the same way.
+var kwokComponentPorts = []string{"etcdPort", "etcdPeerPort", "kubeControllerManagerPort", "kubeSchedulerPort", "kwokControllerPort"}
+
+// reserveComponentPorts reserves a port for each of kwokComponentPorts and returns them
+// as KwokctlConfiguration options (YAML lines below "options:"); release gives them back.
+func reserveComponentPorts(dir string) (options string, release func(), err error) {
+	var releases []func()
+	release = func() {
+		for _, r := range releases {
+			r()
+		}
+	}
+	var b strings.Builder
+	for _, name := range kwokComponentPorts {
+		port, r, err := reservePort(filepath.Join(dir, "kwok-ports"), kwokPortRange)
+		if err != nil {
+			release()
+			return "", nil, fmt.Errorf("a port for a kwok cluster's %s: %w", name, err)
+		}
+		releases = append(releases, r)
+		fmt.Fprintf(&b, "  %s: %d\n", name, port)
+	}
+	return b.String(), release, nil
+}
+
 // reserveAPIServerPort reserves a free port for a kwok cluster's API server; release gives
 // it back.
 func reserveAPIServerPort(dir string) (port int, release func(), err error) {

@@ -4,6 +4,11 @@ package testenv
 
 import (
 	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
 	"testing"
 	"time"
 
@@ -77,5 +82,50 @@ func TestKwokClusterOutlivesItsAPIServer(t *testing.T) {
 			t.Fatalf("the Deployment made after the API server's outage has %d of 1 replicas available after 2 minutes: the controller manager or the scheduler did not outlive the outage (logs in %s)", got.Status.AvailableReplicas, kc.LogDir())
 		}
 		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// TestKwokComponentPortsAreReserved: every port a kwok cluster listens on comes from the
+// machine-wide reservations (kwokPortRange), so that no cluster made meanwhile takes the
+// port of a component that exited and starts again, and the reservations go with the
+// cluster.
+func TestKwokComponentPortsAreReserved(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	kc, err := StartKwokCluster(ctx, testLog{t}, KwokClusterOptions{Name: "ports", Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "kwokctl.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools, err := ToolsDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ports []string
+	for _, name := range kwokComponentPorts {
+		m := regexp.MustCompile(`(?m)^  ` + name + `: (\d+)$`).FindStringSubmatch(string(data))
+		if m == nil {
+			t.Fatalf("kwokctl.yaml sets no %s:\n%s", name, data)
+		}
+		p, _ := strconv.Atoi(m[1])
+		if p < kwokPortRange[0] || p >= kwokPortRange[1] {
+			t.Errorf("%s %d is outside the reserved range %v", name, p, kwokPortRange)
+		}
+		if _, err := os.Stat(filepath.Join(tools, "kwok-ports", m[1])); err != nil {
+			t.Errorf("%s %d is not reserved: %v", name, p, err)
+		}
+		ports = append(ports, m[1])
+	}
+	if err := kc.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ports {
+		if _, err := os.Stat(filepath.Join(tools, "kwok-ports", p)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("port %s is still reserved after the cluster stopped: %v", p, err)
+		}
 	}
 }
