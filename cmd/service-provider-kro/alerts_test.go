@@ -181,10 +181,7 @@ func scrapeProvider(t *testing.T, extra []string) map[string][]string {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := context.Background()
-	ob, pf := providerClusterOptions(t)
-	cs := startClusters(t, ob, pf)
-	onboarding, platform := cs[0], cs[1]
-	obPath, pfPath := writeKubeconfigs(t, onboarding, platform)
+	onboarding, platform, obPath, pfPath := startProviderClusters(t)
 	g.Expect(platform.Client.Create(ctx, namespace("kro-provider"))).To(Succeed())
 	g.Expect(onboarding.Client.Create(ctx, namespace("tenant"))).To(Succeed())
 	addrs, err := testenv.FreeLoopbackAddrs(2)

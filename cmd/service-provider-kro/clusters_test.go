@@ -48,3 +48,14 @@ func writeKubeconfigs(t *testing.T, onboarding, platform *testenv.Cluster) (obPa
 	g.Expect(err).NotTo(HaveOccurred())
 	return obPath, pfPath
 }
+
+// startProviderClusters starts an onboarding and a platform cluster as providerClusterOptions
+// describes them and returns them with their kubeconfig files, for a provider run by
+// runProvider.
+func startProviderClusters(t *testing.T) (onboarding, platform *testenv.Cluster, obPath, pfPath string) {
+	t.Helper()
+	ob, pf := providerClusterOptions(t)
+	cs := startClusters(t, ob, pf)
+	obPath, pfPath = writeKubeconfigs(t, cs[0], cs[1])
+	return cs[0], cs[1], obPath, pfPath
+}

@@ -25,10 +25,7 @@ import (
 func TestSecureMetrics(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ob, pf := providerClusterOptions(t)
-	cs := startClusters(t, ob, pf)
-	onboarding, platform := cs[0], cs[1]
-	obPath, pfPath := writeKubeconfigs(t, onboarding, platform)
+	_, platform, obPath, pfPath := startProviderClusters(t)
 
 	// Prometheus' ServiceAccount may GET /metrics; another one may not.
 	g.Expect(platform.Client.Create(ctx, namespace("monitoring"))).To(Succeed())
